@@ -155,7 +155,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             terminated = step.terminated or base_term
             truncated = step.truncated or base_trunc
         if verdict.success:
-            terminated = True
+            # Success ends the episode even if a transform moved the base env's own goal test.
+            terminated = terminated or not truncated
         elif self._max_steps is not None and self._t >= self._max_steps and not terminated:
             truncated = True
         for hook, memo in self._observe:
@@ -163,7 +164,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if (terminated or truncated) and not verdict.success and verdict.reason == IN_PROGRESS:
             verdict = Verdict(False, 0.0, end_reason or (TIMEOUT if truncated else "ended by a rule"))
         self._verdict = verdict
-        if terminated and verdict.success and self._links:
+        if verdict.success and self._links and (terminated or truncated):
             return self._enter_segment(0, verdict, reward, info)
         info["verdict"] = verdict
         return obs, reward, terminated, truncated, info

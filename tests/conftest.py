@@ -1,0 +1,36 @@
+"""Shared fixtures: a few real environments and a helper that records trajectories."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+
+def trajectory_digest(env, seed: int, actions) -> str:
+    """Reset with ``seed``, take ``actions`` (restarting on episode end), hash everything seen."""
+    h = hashlib.sha256()
+    obs, info = env.reset(seed=seed)
+    h.update(pickle.dumps((obs, info["level"])))
+    for action in actions:
+        obs, reward, terminated, truncated, info = env.step(action)
+        h.update(pickle.dumps((obs, float(reward), terminated, truncated, info["verdict"].to_dict())))
+        if terminated or truncated:
+            obs, info = env.reset()
+            h.update(pickle.dumps((obs, info["level"])))
+    return h.hexdigest()
+
+
+def fixed_actions(n_actions: int, length: int, seed: int = 0) -> list[int]:
+    return np.random.default_rng(seed).integers(n_actions, size=length).tolist()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_gymnasium_checker():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is different from the unwrapped version.*")
+        warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
+        yield
