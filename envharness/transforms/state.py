@@ -86,19 +86,24 @@ class MoveAgent(_Distance):
 
 class _CellEdit(StateTransform):
     count: int = Field(2, ge=1, le=50, description="how many cells to change")
-    keep_solvable: bool = Field(True, description="undo a placement that cuts the agent off from the goal")
 
     cell_kind: ClassVar[str] = ""
-    removing: ClassVar[bool] = False
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
-        add, remove = (0, self.count) if self.removing else (self.count, 0)
-        adapter.edit_cells(self.cell_kind, add, remove, rng, self.keep_solvable)
+        adapter.edit_cells(self.cell_kind, 0, self.count, rng, keep_solvable=False)
+        return adapter.observe()
+
+
+class _CellAdd(_CellEdit):
+    keep_solvable: bool = Field(True, description="undo a placement that cuts the agent off from the goal")
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.edit_cells(self.cell_kind, self.count, 0, rng, self.keep_solvable)
         return adapter.observe()
 
 
 @register_transform
-class AddWalls(_CellEdit):
+class AddWalls(_CellAdd):
     """Add ``count`` interior walls on free cells of a MiniGrid level, keeping it solvable.
 
     Example:
@@ -129,12 +134,11 @@ class RemoveWalls(_CellEdit):
 
     capability: ClassVar[str] = "walls"
     cell_kind: ClassVar[str] = "wall"
-    removing: ClassVar[bool] = True
     targets: ClassVar[tuple[str, ...]] = ("timeout", "feature_region:n_walls")
 
 
 @register_transform
-class AddLava(_CellEdit):
+class AddLava(_CellAdd):
     """Add ``count`` lava tiles on free cells of a MiniGrid level, keeping a safe path to the goal.
 
     Example:
