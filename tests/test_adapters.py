@@ -1,0 +1,156 @@
+"""Adapters: the verifier of each family on real solutions, state get/set, level features."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+import envharness
+from envharness.adapters import Adapter, adapter_for
+from envharness.verifier import Verdict
+
+from conftest import fixed_actions
+
+
+def _run(env, actions, seed=0):
+    env.reset(seed=seed)
+    for action in actions:
+        out = env.step(action)
+        if out[2] or out[3]:
+            return out
+    return out
+
+
+def test_each_family_gets_its_adapter():
+    families = {
+        "FrozenLake-v1": "FrozenLakeAdapter",
+        "Taxi-v4": "TaxiAdapter",
+        "CliffWalking-v1": "CliffWalkingAdapter",
+        "CartPole-v1": "CartPoleAdapter",
+        "MountainCar-v0": "MountainCarAdapter",
+        "Acrobot-v1": "AcrobotAdapter",
+        "MiniGrid-KeyCorridorS3R1-v0": "MiniGridAdapter",
+        "BabyAI-GoToRedBall-v0": "MiniGridAdapter",
+        "Pendulum-v1": "Adapter",
+    }
+    assert {k: type(envharness.wrap(k).adapter).__name__ for k in families} == families
+
+
+def test_minigrid_goal_reached_is_success_with_minigrid_score():
+    _, reward, terminated, _, info = _run(envharness.wrap("MiniGrid-Empty-5x5-v0"), [2, 2, 1, 2, 2])
+    assert terminated and reward > 0
+    assert info["verdict"] == Verdict(True, pytest.approx(reward), "reached goal")
+
+
+def test_minigrid_lava_is_a_failure_with_cause():
+    env = envharness.wrap("MiniGrid-LavaGapS5-v0")
+    env.reset(seed=0)
+    raw = env.unwrapped
+    lava = next((x, y) for x in range(raw.width) for y in range(raw.height)
+                if raw.grid.get(x, y) is not None and raw.grid.get(x, y).type == "lava")
+    raw.agent_pos, raw.agent_dir = (lava[0] - 1, lava[1]), 0
+    _, _, terminated, _, info = env.step(2)
+    assert terminated and info["verdict"] == Verdict(False, 0.0, "lava")
+
+
+def test_cliffwalking_goal_is_success():
+    _, _, terminated, _, info = _run(envharness.wrap("CliffWalking-v1"), [0] + [1] * 11 + [2])
+    assert terminated and info["verdict"].success
+
+
+def _taxi_solution(env) -> list[int]:
+    raw = env.unwrapped
+    start, parents = int(raw.s), {int(raw.s): None}
+    queue = deque([start])
+    while queue:
+        s = queue.popleft()
+        for a in range(6):
+            _, s2, _, done = raw.P[s][a][0]
+            if done:
+                path = [a]
+                while parents[s] is not None:
+                    s, a0 = parents[s]
+                    path.append(a0)
+                return path[::-1]
+            if s2 not in parents:
+                parents[s2] = (s, a)
+                queue.append(s2)
+    raise AssertionError("no solution")
+
+
+def test_taxi_delivery_is_success_and_wrong_dropoff_is_not():
+    env = envharness.wrap("Taxi-v4")
+    env.reset(seed=4)
+    for action in _taxi_solution(env):
+        _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 20 and info["verdict"] == Verdict(True, 1.0, "passenger delivered")
+    env.reset(seed=4)
+    _, reward, terminated, _, info = env.step(5)  # drop-off without a passenger
+    assert reward == -10 and not terminated and not info["verdict"].success
+
+
+def test_mountaincar_goal_is_success():
+    env = envharness.wrap("MountainCar-v0")
+    obs, _ = env.reset(seed=0)
+    while True:
+        obs, _, terminated, truncated, info = env.step(2 if obs[1] >= 0 else 0)
+        if terminated or truncated:
+            break
+    assert terminated and info["verdict"] == Verdict(True, 1.0, "reached goal")
+
+
+def test_acrobot_swung_up_is_success():
+    env = envharness.wrap("Acrobot-v1")
+    env.reset(seed=0)
+    env.adapter.set_state({"state": np.array([np.pi, 0.0, 0.0, 0.0])})
+    _, _, terminated, _, info = env.step(1)
+    assert terminated and info["verdict"].reason == "swung up"
+
+
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [
+        ("FrozenLake-v1", {"is_slippery": False}),
+        ("Taxi-v4", {}),
+        ("CliffWalking-v1", {}),
+        ("CartPole-v1", {}),
+        ("MountainCar-v0", {}),
+        ("Acrobot-v1", {}),
+        ("MiniGrid-DoorKey-6x6-v0", {}),
+    ],
+)
+def test_set_state_restores_a_state_exactly(env_id, kwargs):
+    env = envharness.wrap(env_id, **kwargs)
+    n = int(env.action_space.n)
+    env.reset(seed=3)
+    for action in fixed_actions(n, 4, seed=1):
+        env.step(action)
+    saved = env.adapter.get_state()
+    future = fixed_actions(n, 6, seed=2)
+    first = [env.step(a)[:4] for a in future]
+    env.adapter.set_state(saved)
+    second = [env.step(a)[:4] for a in future]
+    for a, b in zip(first, second):
+        np.testing.assert_equal(a, b)
+
+
+def test_generic_adapter_reads_the_success_signal_at_episode_end_only():
+    adapter = adapter_for(__import__("gymnasium").make("Pendulum-v1"))
+    assert type(adapter) is Adapter
+    assert adapter.judge(None, 5.0, False, False, {"is_success": True}).reason == "in progress"
+    assert adapter.judge(None, 5.0, False, True, {"success": False}).success is False
+    assert adapter.judge(None, 5.0, True, False, {}).success is True
+    assert adapter.judge(None, 0.0, True, False, {}).success is False
+
+
+def test_level_features_describe_each_family():
+    expected = {
+        "FrozenLake-v1": {"size", "n_holes", "goal_distance", "slippery"},
+        "CartPole-v1": {"gravity", "pole_length", "pole_mass", "cart_mass", "force"},
+        "MiniGrid-LavaCrossingS9N1-v0": {"width", "height", "goal_distance", "n_lava", "n_walls", "n_doors", "n_keys"},
+        "Taxi-v4": {"taxi_distance", "passenger_distance"},
+    }
+    for env_id, keys in expected.items():
+        assert set(envharness.wrap(env_id).reset(seed=0)[1]["level"]) == keys
