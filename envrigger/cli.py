@@ -1,0 +1,105 @@
+"""The ``envrigger`` command line.
+
+Contains the typer app and :func:`main`. ``envrigger demo`` is the end-to-end job on a
+built-in default: wrap a benchmark, roll out a random and a reference policy on the
+original and the reshaped env, and print the verdicts side by side.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import envharness
+from envharness.cli import UserError, parse_transform, run_cli
+from envrigger.policies import RandomPolicy, reference_policy
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Record agents, diagnose their weaknesses, and reshape environments to target them.",
+)
+console = Console()
+
+DEFAULT_ENV = "MiniGrid-DoorKey-8x8-v0"
+DEFAULT_TRANSFORMS = ["MoveGoal:min_dist=6,max_dist=12", "ActionSlip:p=0.1", "AddLava:count=3"]
+
+
+def run_episodes(env: Any, policy: Any, seeds: list[int]) -> dict[str, Any]:
+    """Roll ``policy`` out once per seed; summarize the verdicts."""
+    successes, lengths, reasons = 0, [], Counter()
+    for seed in seeds:
+        obs, info = env.reset(seed=seed)
+        done, length = False, 0
+        while not done:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+            done, length = terminated or truncated, length + 1
+        verdict = info["verdict"]
+        successes += verdict.success
+        reasons[verdict.reason] += 1
+        lengths.append(length)
+    return {
+        "success_rate": successes / len(seeds),
+        "mean_length": sum(lengths) / len(lengths),
+        "reasons": dict(reasons.most_common()),
+    }
+
+
+@app.command()
+def demo(
+    env_id: str = typer.Option(DEFAULT_ENV, "--env", help="Gymnasium id of the base env."),
+    transform: list[str] = typer.Option(None, "-t", "--transform", help="Transform Name:k=v,...; repeatable."),
+    episodes: int = typer.Option(20, min=1, help="Episodes per policy and env."),
+    seed: int = typer.Option(0, help="First level seed; episode i uses seed + i."),
+) -> None:
+    """Wrap a benchmark, roll out random and reference policies, print the verdicts.
+
+    Example: envrigger demo --env FrozenLake-v1 -t FrozenLakeMap:add_holes=3 --episodes 50
+    """
+    specs = transform if transform else (DEFAULT_TRANSFORMS if env_id == DEFAULT_ENV else [])
+    transforms = [parse_transform(t) for t in specs]
+    seeds = list(range(seed, seed + episodes))
+    started = time.perf_counter()
+    table = Table(title=f"{env_id}: original vs reshaped, {episodes} episodes each (seeds {seeds[0]}..{seeds[-1]})")
+    for column in ("env", "policy", "success rate", "mean length", "verdict reasons"):
+        table.add_column(column)
+    for label, stack in (("original", []), ("reshaped", transforms)):
+        env = envharness.wrap(env_id, *stack)
+        policies = [RandomPolicy(env.action_space, seed=seed)]
+        try:
+            policies.append(reference_policy(env))
+        except ValueError as missing:
+            console.print(f"[yellow]{missing}[/yellow]")
+        for policy in policies:
+            stats = run_episodes(env, policy, seeds)
+            reasons = ", ".join(f"{r}: {n}" for r, n in stats["reasons"].items())
+            table.add_row(label, policy.name, f"{stats['success_rate']:.2f}", f"{stats['mean_length']:.1f}", reasons)
+        env.close()
+    described = [f"{t.name}({', '.join(f'{k}={v!r}' for k, v in t.model_dump(exclude_none=True).items())})" for t in transforms]
+    console.print(f"reshaped with: {', '.join(described) or '(nothing)'}")
+    console.print(table)
+    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier.")
+
+
+@app.command()
+def version() -> None:
+    """Print the envrigger version."""
+    from envrigger import __version__
+
+    print(__version__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``envrigger``."""
+    sys.exit(run_cli(app, argv, "envrigger", known=(UserError,)))
+
+
+if __name__ == "__main__":
+    main()

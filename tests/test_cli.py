@@ -1,0 +1,102 @@
+"""The envharness CLI: catalog, wrap, check; bad arguments give one line and exit code 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envharness import HarnessSpec
+from envharness.cli import run_cli, app
+from envharness.transforms import TRANSFORMS
+
+
+def cli(*args: str) -> int:
+    return run_cli(app, list(args), "envharness")
+
+
+def test_transforms_lists_the_whole_catalog_as_json(capsys):
+    assert cli("transforms", "--json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["name"] for r in rows} == set(TRANSFORMS)
+    assert all(r["kind"] in {"state", "rule", "observation", "link"} for r in rows)
+
+
+def test_transforms_table_filters_by_kind(capsys):
+    assert cli("transforms", "--kind", "link") == 0
+    out = capsys.readouterr().out
+    assert "Chain" in out and "MoveGoal" not in out
+
+
+def test_wrap_writes_a_spec_that_builds(tmp_path, capsys):
+    out = tmp_path / "spec.json"
+    code = cli("wrap", "MiniGrid-DoorKey-8x8-v0", "MoveGoal:max_dist=3", "BlockAction:actions=[4,5],reason=hands off",
+               "ActionSlip:p=0.1", "-o", str(out))
+    assert code == 0
+    spec = HarnessSpec.from_json(out.read_text())
+    assert [t.name for t in spec.transforms] == ["MoveGoal", "BlockAction", "ActionSlip"]
+    assert spec.transforms[1].params == {"actions": [4, 5], "reason": "hands off"}
+    env = spec.build()
+    assert env.reset(seed=0)[1]["level"]["goal_distance"] <= 3
+
+
+def test_wrap_passes_env_kwargs(tmp_path):
+    out = tmp_path / "spec.json"
+    assert cli("wrap", "FrozenLake-v1", "StepBudget:max_steps=9", "-k", "is_slippery=false", "-k", "map_name=8x8", "-o", str(out)) == 0
+    assert HarnessSpec.from_json(out.read_text()).env_kwargs == {"is_slippery": False, "map_name": "8x8"}
+
+
+def test_check_builds_checks_and_rolls_out(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 10}}]).to_json())
+    assert cli("check", str(spec), "--episodes", "4") == 0
+    out = capsys.readouterr().out
+    assert "passed" in out and "timeout" in out
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["wrap", "FrozenLake-v1", "MoveGoal:max_dist=999"], "MoveGoal.max_dist"),
+        (["wrap", "CartPole-v1", "FrozenLakeMap:add_holes=2"], "FrozenLakeMap"),
+        (["wrap", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["wrap", "FrozenLake-v1", "Teleport"], "Teleport"),
+        (["wrap", "FrozenLake-v1", "MoveGoal:max_dist"], "key=value"),
+        (["wrap", "FrozenLake-v1", "-k", "size"], "--kwarg"),
+        (["check", "missing.json"], "does not exist"),
+        (["transforms", "--kind", "magic"], "--kind"),
+        (["frobnicate"], "frobnicate"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_code_2(args, fragment, capsys):
+    assert cli(*args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err and "Traceback" not in err
+
+
+def test_bad_spec_file_is_reported_and_left_untouched(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text('{"env_id": "CartPole-v1", "transforms": [{"name": "StepBudget", "params": {"max_steps": -1}}]}')
+    before = spec.read_bytes()
+    assert cli("check", str(spec)) == 2
+    assert "StepBudget.max_steps" in capsys.readouterr().err
+    assert spec.read_bytes() == before
+
+
+def test_failed_wrap_does_not_overwrite_an_existing_spec(tmp_path):
+    out = tmp_path / "spec.json"
+    assert cli("wrap", "CartPole-v1", "StepBudget:max_steps=5", "-o", str(out)) == 0
+    before = out.read_bytes()
+    assert cli("wrap", "CartPole-v1", "StepBudget:max_steps=0", "-o", str(out)) == 2
+    assert out.read_bytes() == before
+
+
+def test_console_script_exits_2_without_traceback():
+    exe = shutil.which("envharness") or str(Path(sys.executable).parent / "envharness")
+    done = subprocess.run([exe, "wrap", "CartPole-v1", "MoveGoal"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "MoveGoal" in done.stderr
