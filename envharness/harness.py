@@ -224,6 +224,8 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
                 __import__(module)
     try:
         return gym.make(env_id, **make_kwargs)
+    except gym.error.DependencyNotInstalled as error:
+        raise EnvNotFoundError(f"env id {env_id!r} needs a package that is not installed: {str(error).splitlines()[0]}") from None
     except gym.error.Error as error:
         raise EnvNotFoundError(
             f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, "

@@ -144,7 +144,8 @@ def test_remove_walls_opens_fourrooms():
 
 
 def test_physics_params_change_the_dynamics():
-    actions = [0] * 8
+    actions = [0] * 3
+
     def final(env):
         env.reset(seed=0)
         return [env.step(a)[0] for a in actions][-1]
