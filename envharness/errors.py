@@ -7,6 +7,14 @@ and :class:`TransformError` (a transform failed while the environment ran).
 
 Every message is one line that says what was wrong and how to fix it, so the CLI can
 print it as is and exit with code 2.
+
+Example:
+    >>> from envharness.transforms import MoveGoal
+    >>> try:
+    ...     MoveGoal(max_dist=0)
+    ... except EnvHarnessError as error:
+    ...     print(type(error).__name__, "-", error)
+    SpecError - MoveGoal.max_dist: got 0; input should be greater than or equal to 1
 """
 
 from __future__ import annotations

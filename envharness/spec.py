@@ -18,7 +18,12 @@ from envharness.transforms.base import transform_from_spec, validation_message
 
 
 class TransformSpec(BaseModel):
-    """One transform as data: its registry ``name`` and its ``params``."""
+    """One transform as data: its registry ``name`` and its ``params``.
+
+    Example:
+        >>> TransformSpec(name="ActionSlip", params={"p": 0.2}).model_dump()
+        {'name': 'ActionSlip', 'params': {'p': 0.2}}
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -18,7 +18,14 @@ from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
 class ClassicControlAdapter(Adapter):
-    """Shared state access for envs whose whole state is the ``state`` array."""
+    """Shared state access for envs whose whole state is the ``state`` array.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> adapter = CartPoleAdapter(gym.make("CartPole-v1"))
+        >>> isinstance(adapter, ClassicControlAdapter), sorted(adapter.capabilities)
+        (True, ['initial_state', 'physics'])
+    """
 
     family = "classic_control"
     capabilities = frozenset({"physics", "initial_state"})

@@ -129,7 +129,16 @@ def _bounds(field: Any) -> tuple[float, float]:
 
 
 class StateTransform(Transform):
-    """Reshapes where an episode starts or what the world holds, at reset, via the adapter."""
+    """Reshapes where an episode starts or what the world holds, at reset, via the adapter.
+
+    Subclasses implement :meth:`apply` by calling an adapter edit and re-reading the
+    observation; ``capability`` names the edit so incompatible envs fail at wrap time.
+
+    Example:
+        >>> from envharness.transforms import MoveGoal
+        >>> MoveGoal.kind, MoveGoal.capability, MoveGoal.requires_state_access
+        ('state', 'goal', True)
+    """
 
     kind: ClassVar[str] = "state"
     requires_state_access: ClassVar[bool] = True
@@ -140,7 +149,12 @@ class StateTransform(Transform):
 
 
 class Blocked:
-    """A rule transform's refusal of an action: the base env does not step."""
+    """A rule transform's refusal of an action: the base env does not step.
+
+    Example:
+        >>> Blocked("door is sealed").reason
+        'door is sealed'
+    """
 
     __slots__ = ("reason",)
 
@@ -156,6 +170,12 @@ class Step:
 
     ``obs`` is the base env's raw observation, ``blocked`` the refusal reason when no base
     step happened, and ``end_reason`` names why a rule ended the episode.
+
+    Example:
+        >>> step = Step(action=1, obs=0, reward=1.0, terminated=False, truncated=False, info={})
+        >>> step.reward -= 0.25; step.truncated = True; step.end_reason = "timeout"
+        >>> step.reward, step.truncated, step.blocked
+        (0.75, True, None)
     """
 
     __slots__ = ("obs", "reward", "terminated", "truncated", "info", "blocked", "end_reason", "action")
@@ -174,7 +194,17 @@ class Step:
 class RuleTransform(Transform):
     """Reshapes the interaction: what actions are allowed, what they do, reward and ends.
 
-    Override any of the three hooks; the harness calls only the ones a class overrides.
+    Override any of the hooks; the harness calls ``on_action`` and ``on_transition`` only
+    for classes that override them, so unused hooks cost nothing per step.
+
+    Example:
+        >>> import numpy as np
+        >>> from envharness.transforms import BlockAction
+        >>> rule, memo = BlockAction(actions=[2]), {}
+        >>> rule.on_action(2, memo, np.random.default_rng(0))
+        Blocked('action blocked')
+        >>> rule.on_action(1, memo, np.random.default_rng(0))
+        1
     """
 
     kind: ClassVar[str] = "rule"
@@ -194,7 +224,15 @@ class RuleTransform(Transform):
 
 
 class ObservationTransform(Transform):
-    """Reshapes what the agent sees; declares the observation space it produces."""
+    """Reshapes what the agent sees; declares the observation space it produces.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from envharness.transforms import DropField
+        >>> space = gym.spaces.Dict({"image": gym.spaces.Discrete(3), "direction": gym.spaces.Discrete(4)})
+        >>> DropField(field="direction").observation_space(space)
+        Dict('image': Discrete(3))
+    """
 
     kind: ClassVar[str] = "observation"
 
@@ -214,7 +252,13 @@ class ObservationTransform(Transform):
 
 
 class LinkTransform(Transform):
-    """Runs another environment after this one within the same episode."""
+    """Runs another environment after this one within the same episode.
+
+    Example:
+        >>> from envharness.transforms import Chain
+        >>> Chain(env_id="CartPole-v1").build().spec.id
+        'CartPole-v1'
+    """
 
     kind: ClassVar[str] = "link"
 

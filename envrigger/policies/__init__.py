@@ -14,7 +14,13 @@ import numpy as np
 
 @runtime_checkable
 class Policy(Protocol):
-    """Anything with ``act(obs, info) -> action`` and a ``name``."""
+    """Anything with ``act(obs, info) -> action`` and a ``name``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> isinstance(RandomPolicy(gym.spaces.Discrete(2), seed=0), Policy)
+        True
+    """
 
     name: str
 
