@@ -82,16 +82,9 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._observation_space = space
         self._observe = [(t.observe, m) for t, m in self._observers]
 
-        self._links = [t.build() for t in built if t.kind == "link"]
-        for t, linked in zip((t for t in built if t.kind == "link"), self._links):
-            if linked.observation_space != space:
-                raise IncompatibleTransformError(
-                    f"Chain.env_id: {t.env_id} observes {linked.observation_space}, not {space}; "
-                    "chain envs with equal observation spaces (reshape one with observation transforms)"
-                )
-
-        limit = env.spec.max_episode_steps if env.spec is not None else None
-        self._max_steps: int | None = limit
+        self._links = [self._build_link(t, space) for t in built if t.kind == "link"]
+        # Blocked steps never reach the base env's own time limit, so the harness keeps one too.
+        self._max_steps: int | None = self.adapter.time_limit()
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._verdict: Verdict = RUNNING
@@ -175,6 +168,20 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         super().close()
 
     # -- links -------------------------------------------------------------------------
+    def _build_link(self, link: Any, space: Any) -> Harness:
+        linked = link.build()
+        for what, theirs, ours in (
+            ("observes", linked.observation_space, space),
+            ("acts in", linked.action_space, self.action_space),
+        ):
+            if theirs != ours:
+                linked.close()
+                raise IncompatibleTransformError(
+                    f"{link.name}.env_id: {link.env_id} {what} {theirs}, not {ours}; chain envs with equal spaces "
+                    "(reshape one with observation transforms)"
+                )
+        return linked
+
     def _enter_segment(self, index: int, finished: Verdict, reward: Any, info: dict) -> tuple:
         if index == 0:
             self._segment_verdicts = []

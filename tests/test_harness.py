@@ -135,3 +135,14 @@ def test_observation_noise_is_seeded_by_reset():
     other = env.reset(seed=6)[0]
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, other)
+
+
+def test_an_agent_that_only_tries_blocked_actions_still_times_out_in_minigrid():
+    env = envharness.wrap("MiniGrid-Empty-5x5-v0", BlockAction(actions=[0, 1, 2, 3, 4, 5, 6]))
+    env.reset(seed=0)
+    limit = env.unwrapped.max_steps
+    for t in range(1, limit + 1):
+        *_, truncated, info = env.step(t % 7)
+        if truncated:
+            break
+    assert t == limit and info["verdict"].reason == "timeout"

@@ -51,10 +51,13 @@ class Adapter:
     family = "generic"
     capabilities: frozenset[str] = frozenset()
     physics_names: frozenset[str] = frozenset()
+    # Attributes of the unwrapped env that make up its state; empty means no state access.
+    state_attrs: tuple[str, ...] = ()
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
         self.raw = env.unwrapped
+        self._features: dict[str, float] = {}
 
     @classmethod
     def matches(cls, raw: gym.Env) -> bool:
@@ -85,6 +88,11 @@ class Adapter:
     def begin_episode(self) -> None:
         """Snapshot what the verifier judges against, after state transforms have run."""
 
+    def time_limit(self) -> int | None:
+        """The most agent steps an episode may take (the made env's ``max_episode_steps``)."""
+        spec = self.env.spec
+        return spec.max_episode_steps if spec is not None else None
+
     def observe(self) -> Any:
         """Re-read the base env's observation after its state was edited."""
         raise StateAccessError(
@@ -106,21 +114,19 @@ class Adapter:
 
     def level_features(self) -> dict[str, float]:
         """Numeric descriptors of the current level (goal distance, map size, pole length...)."""
-        return {}
+        return dict(self._features)
 
     # -- state access ------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """A copy of everything that determines the env's future, for :meth:`set_state`."""
-        raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
+        if not self.state_attrs:
+            raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
+        return {name: copy.deepcopy(getattr(self.raw, name)) for name in self.state_attrs}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a state taken with :meth:`get_state`."""
-        raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
-
-    def _copy_attrs(self, names: tuple[str, ...]) -> dict[str, Any]:
-        return {name: copy.deepcopy(getattr(self.raw, name)) for name in names}
-
-    def _restore_attrs(self, state: dict[str, Any]) -> None:
+        if not self.state_attrs:
+            raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
         for name, value in state.items():
             setattr(self.raw, name, copy.deepcopy(value))
 

@@ -36,7 +36,7 @@ class ClassicControlAdapter(Adapter):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self.physics_names = frozenset(self.physics)
-        self._features: dict[str, float] = {}
+        self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -65,16 +65,8 @@ class ClassicControlAdapter(Adapter):
     def begin_episode(self) -> None:
         self._features = self.physics_values()
 
-    def level_features(self) -> dict[str, float]:
-        return dict(self._features)
-
-    def get_state(self) -> dict[str, Any]:
-        state = {"state": np.array(self.raw.state, copy=True)}
-        state.update({attr: getattr(self.raw, attr) for attrs in self.physics.values() for attr in attrs})
-        return state
-
     def set_state(self, state: dict[str, Any]) -> None:
-        self._restore_attrs(state)
+        super().set_state(state)
         self._after_physics()
 
     def _after_physics(self) -> None:

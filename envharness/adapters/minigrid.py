@@ -43,11 +43,11 @@ class MiniGridAdapter(Adapter):
     """
 
     family = "minigrid"
+    state_attrs = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._goals: frozenset[tuple[int, int]] = frozenset()
-        self._features: dict[str, float] = {}
         has_goal = self._probe_has_goal()
         self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
 
@@ -93,6 +93,9 @@ class MiniGridAdapter(Adapter):
             "n_keys": float(kinds.count("key")),
         }
 
+    def time_limit(self) -> int | None:
+        return super().time_limit() or int(self.raw.max_steps)
+
     def observe(self) -> Any:
         return self.raw.gen_obs()
 
@@ -110,18 +113,6 @@ class MiniGridAdapter(Adapter):
         if truncated:
             return Verdict(False, 0.0, TIMEOUT)
         return RUNNING
-
-    def level_features(self) -> dict[str, float]:
-        return dict(self._features)
-
-    # -- state access ------------------------------------------------------------------
-    _STATE = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
-
-    def get_state(self) -> dict[str, Any]:
-        return self._copy_attrs(self._STATE)
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._restore_attrs(state)
 
     # -- edits -------------------------------------------------------------------------
     def _passable(self, x: int, y: int) -> bool:

@@ -16,7 +16,17 @@ from envharness.adapters.base import Adapter, grid_distances, pick_by_distance
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
-class FrozenLakeAdapter(Adapter):
+class ToyTextAdapter(Adapter):
+    """Shared by the toy-text envs: the whole state is the discrete ``s`` (plus the last action)."""
+
+    family = "toy_text"
+    state_attrs = ("s", "lastaction")
+
+    def observe(self) -> Any:
+        return int(self.raw.s)
+
+
+class FrozenLakeAdapter(ToyTextAdapter):
     """FrozenLake: edit the map (goal, start, holes); success is reaching a ``G`` tile.
 
     Map edits are undone at every base reset, so each episode starts from the original
@@ -33,8 +43,8 @@ class FrozenLakeAdapter(Adapter):
         Verdict(success=False, score=0.0, reason='terminated without success')
     """
 
-    family = "toy_text"
     capabilities = frozenset({"goal", "agent", "map"})
+    state_attrs = ("s", "lastaction", "desc", "P")
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
@@ -43,7 +53,6 @@ class FrozenLakeAdapter(Adapter):
         self._edited = False
         self._dynamics = self._read_dynamics()
         self._desc_flat = raw.desc.ravel().copy()
-        self._features: dict[str, float] = {}
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -95,9 +104,6 @@ class FrozenLakeAdapter(Adapter):
             "slippery": float(self._dynamics["is_slippery"]),
         }
 
-    def observe(self) -> Any:
-        return int(self.raw.s)
-
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         letter = self._desc_flat[int(self.raw.s)]
         if letter == b"G":
@@ -107,15 +113,6 @@ class FrozenLakeAdapter(Adapter):
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
         return RUNNING
-
-    def level_features(self) -> dict[str, float]:
-        return dict(self._features)
-
-    def get_state(self) -> dict[str, Any]:
-        return self._copy_attrs(("s", "lastaction", "desc", "P"))
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._restore_attrs(state)
 
     # -- edits -------------------------------------------------------------------------
     def _cell(self, s: int) -> tuple[int, int]:
@@ -184,7 +181,7 @@ class FrozenLakeAdapter(Adapter):
         return changed
 
 
-class TaxiAdapter(Adapter):
+class TaxiAdapter(ToyTextAdapter):
     """Taxi: success is a drop-off of the passenger at the destination set at reset.
 
     Example:
@@ -196,13 +193,11 @@ class TaxiAdapter(Adapter):
         ['passenger_distance', 'taxi_distance']
     """
 
-    family = "toy_text"
     capabilities = frozenset({"goal", "agent"})
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._destination = -1
-        self._features: dict[str, float] = {}
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -227,9 +222,6 @@ class TaxiAdapter(Adapter):
             "passenger_distance": float(abs(p_row - d_row) + abs(p_col - d_col)),
         }
 
-    def observe(self) -> Any:
-        return int(self.raw.s)
-
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if terminated:
             if self._decode()[2] == self._destination:
@@ -238,15 +230,6 @@ class TaxiAdapter(Adapter):
         if truncated:
             return Verdict(False, 0.0, TIMEOUT)
         return RUNNING
-
-    def level_features(self) -> dict[str, float]:
-        return dict(self._features)
-
-    def get_state(self) -> dict[str, Any]:
-        return self._copy_attrs(("s", "lastaction"))
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._restore_attrs(state)
 
     def move_goal(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         """Pick a new destination whose distance from the passenger lies in the range."""
@@ -276,7 +259,7 @@ class TaxiAdapter(Adapter):
         return True
 
 
-class CliffWalkingAdapter(Adapter):
+class CliffWalkingAdapter(ToyTextAdapter):
     """CliffWalking: success is reaching the bottom-right goal; the start cell can move.
 
     Example:
@@ -288,14 +271,12 @@ class CliffWalkingAdapter(Adapter):
         {'goal_distance': 13.0, 'start_row': 3.0, 'start_col': 0.0}
     """
 
-    family = "toy_text"
     capabilities = frozenset({"agent"})
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         raw = self.raw
         self._goal_state = int(np.ravel_multi_index((raw.shape[0] - 1, raw.shape[1] - 1), raw.shape))
-        self._features: dict[str, float] = {}
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -316,24 +297,12 @@ class CliffWalkingAdapter(Adapter):
             "start_col": float(col),
         }
 
-    def observe(self) -> Any:
-        return int(self.raw.s)
-
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if int(self.raw.s) == self._goal_state:
             return Verdict(True, 1.0, "reached goal")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
         return RUNNING
-
-    def level_features(self) -> dict[str, float]:
-        return dict(self._features)
-
-    def get_state(self) -> dict[str, Any]:
-        return self._copy_attrs(("s", "lastaction"))
-
-    def set_state(self, state: dict[str, Any]) -> None:
-        self._restore_attrs(state)
 
     def move_agent(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         rows, cols = self.raw.shape

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
-from envharness.errors import IncompatibleTransformError
 from envharness.transforms.base import LinkTransform, register_transform
 
 
@@ -42,16 +41,6 @@ class Chain(LinkTransform):
         from envharness.harness import wrap
 
         return wrap(self.env_id, *self.transforms, **self.env_kwargs)
-
-    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
-        linked = self.build()
-        try:
-            if linked.action_space != action_space:
-                raise IncompatibleTransformError(
-                    f"Chain.env_id: {self.env_id} acts in {linked.action_space}, not {action_space}; chain envs with equal action spaces"
-                )
-        finally:
-            linked.close()
 
     def mutate(self, rng: np.random.Generator) -> Any:
         return self

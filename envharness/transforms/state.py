@@ -85,21 +85,21 @@ class MoveAgent(_Distance):
 
 
 class _CellEdit(StateTransform):
+    """Removes ``count`` cells of ``cell_kind``; :class:`_CellAdd` adds them instead."""
+
     count: int = Field(2, ge=1, le=50, description="how many cells to change")
 
     cell_kind: ClassVar[str] = ""
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
-        adapter.edit_cells(self.cell_kind, 0, self.count, rng, keep_solvable=False)
+        keep_solvable = getattr(self, "keep_solvable", None)
+        add, remove = (self.count, 0) if keep_solvable is not None else (0, self.count)
+        adapter.edit_cells(self.cell_kind, add, remove, rng, bool(keep_solvable))
         return adapter.observe()
 
 
 class _CellAdd(_CellEdit):
     keep_solvable: bool = Field(True, description="undo a placement that cuts the agent off from the goal")
-
-    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
-        adapter.edit_cells(self.cell_kind, self.count, 0, rng, self.keep_solvable)
-        return adapter.observe()
 
 
 @register_transform
