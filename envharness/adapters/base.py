@@ -112,6 +112,10 @@ class Adapter:
             return Verdict(True, 1.0, "terminated with positive reward")
         return Verdict(False, 0.0, TIMEOUT if truncated and not terminated else "terminated without success")
 
+    def position(self) -> Any:
+        """Where the agent is, as small JSON-able data (for loop detection), or None if unknown."""
+        return None
+
     def level_features(self) -> dict[str, float]:
         """Numeric descriptors of the current level (goal distance, map size, pole length...)."""
         return dict(self._features)

@@ -93,6 +93,9 @@ class MiniGridAdapter(Adapter):
             "n_keys": float(kinds.count("key")),
         }
 
+    def position(self) -> Any:
+        return [int(self.raw.agent_pos[0]), int(self.raw.agent_pos[1]), int(self.raw.agent_dir)]
+
     def time_limit(self) -> int | None:
         return super().time_limit() or int(self.raw.max_steps)
 

@@ -25,6 +25,9 @@ class ToyTextAdapter(Adapter):
     def observe(self) -> Any:
         return int(self.raw.s)
 
+    def position(self) -> Any:
+        return int(self.raw.s)
+
 
 class FrozenLakeAdapter(ToyTextAdapter):
     """FrozenLake: edit the map (goal, start, holes); success is reaching a ``G`` tile.

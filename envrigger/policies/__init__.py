@@ -41,8 +41,16 @@ class RandomPolicy:
 
     def __init__(self, action_space: gym.Space, seed: int | None = None) -> None:
         self.action_space = action_space
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self._n = int(action_space.n) if isinstance(action_space, gym.spaces.Discrete) else None
+        self.reset(None)
+
+    def reset(self, seed: int | None) -> None:
+        """Start an episode: the stream depends only on the policy seed and this episode's seed."""
+        if self.seed is None:
+            self.rng = np.random.default_rng()
+        else:
+            self.rng = np.random.default_rng(self.seed if seed is None else [self.seed, seed])
         if self._n is None:
             self.action_space.seed(int(self.rng.integers(2**31 - 1)))
 
@@ -65,4 +73,19 @@ def reference_policy(env: gym.Env) -> Policy:
         ) from None
 
 
-__all__ = ["Policy", "RandomPolicy", "reference_policy"]
+def load_policy(path: str, env: gym.Env, seed: int = 0) -> Policy:
+    """A saved learner: a Q-learning JSON file, or ``ALGO:model.zip`` for Stable-Baselines3."""
+    from pathlib import Path
+
+    if str(path).endswith(".zip"):
+        from envrigger.policies.sb3 import SB3Policy
+
+        return SB3Policy.load(str(path), env)
+    from envrigger.policies.qlearning import QLearner
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no saved learner there; train one and save it first")
+    return QLearner.load(str(path), env)
+
+
+__all__ = ["Policy", "RandomPolicy", "load_policy", "reference_policy"]

@@ -1,0 +1,72 @@
+"""Envs and policies that fail on purpose, importable by spawned rollout workers.
+
+Importing this module registers ``faulty_envs:Crashy-v0``: a FrozenLake whose step raises
+on the seeds listed in ``crash_seeds``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import gymnasium as gym
+from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+
+class CrashyLake(FrozenLakeEnv):
+    def __init__(self, crash_seeds=(), **kwargs):
+        super().__init__(is_slippery=False, **kwargs)
+        self.crash_seeds = set(crash_seeds)
+        self._seed = None
+
+    def reset(self, *, seed=None, options=None):
+        self._seed = seed
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        if self._seed in self.crash_seeds:
+            raise RuntimeError(f"simulator exploded on seed {self._seed}")
+        return super().step(action)
+
+
+if "Crashy-v0" not in gym.registry:
+    gym.register(id="Crashy-v0", entry_point=CrashyLake, max_episode_steps=20)
+
+
+class KillerPolicy:
+    """Kills its own worker process on the seeds in ``kill_seeds`` (once each if ``marker_dir``)."""
+
+    name = "killer"
+
+    def __init__(self, kill_seeds, marker_dir=None):
+        self.kill_seeds, self.marker_dir, self.seed = set(kill_seeds), marker_dir, None
+
+    def reset(self, seed):
+        self.seed = seed
+        if seed in self.kill_seeds:
+            if self.marker_dir is not None:
+                marker = Path(self.marker_dir) / f"killed-{seed}"
+                if marker.exists():
+                    return
+                marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def act(self, obs, info):
+        return 2
+
+
+class ExplodingPolicy:
+    name = "exploding"
+
+    def reset(self, seed):
+        self.seed = seed
+
+    def act(self, obs, info):
+        if self.seed == 1:
+            raise ValueError("policy bug")
+        return 1
+
+
+def make_killer(kill_seeds, marker_dir=None):
+    return lambda env: KillerPolicy(kill_seeds, marker_dir)
