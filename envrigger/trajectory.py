@@ -217,6 +217,7 @@ def _write_parquet_atomically(table: pa.Table, path: Path) -> None:
         pq.write_table(table, tmp, compression="zstd")
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except BaseException:
@@ -297,6 +298,9 @@ class TrajectoryStore:
         if stray:
             raise TrajectoryError(f"append: steps name episodes {sorted(stray)[:3]} not in this batch; append steps with their episodes")
         with self._locked():
+            for sub in ("episodes", "steps"):  # leftovers of writers killed mid-write
+                for stale in (self.path / sub).glob(".*.tmp"):
+                    stale.unlink(missing_ok=True)
             taken = self.episode_ids()
             clash = ids & taken
             if clash:
