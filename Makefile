@@ -1,20 +1,30 @@
 # The two set-up commands of the README. Each creates .venv (Python 3.11+) on first use.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
-STAMP := $(VENV)/.installed
+CORE := $(VENV)/.installed-core
+FULL := $(VENV)/.installed-full
 
 .PHONY: demo test clean
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "envharness needs Python 3.11+; set PYTHON=/path/to/python3.11"'
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
 
-demo: $(STAMP)
+$(CORE): pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
+	touch $(CORE)
+
+# The test suite covers the optional extras too. torch is pinned to the CPU build first so
+# that stable-baselines3 does not pull a multi-gigabyte CUDA build.
+$(FULL): $(CORE)
+	$(VENV)/bin/python -m pip install --quiet "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet -e ".[test,all]"
+	touch $(FULL)
+
+demo: $(CORE)
 	$(VENV)/bin/envrigger demo
 
-test: $(STAMP)
+test: $(FULL)
 	$(VENV)/bin/python -m pytest
 
 clean:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -89,6 +90,88 @@ def demo(
 
 
 @app.command()
+def collect(
+    spec_path: str = typer.Argument(..., metavar="SPEC.json|ENV_ID", help="A spec file, or a Gymnasium id for the unreshaped env."),
+    policy: str = typer.Option("random", "--policy", help="random, reference, or a saved learner (Q-table .json, SB3 .zip)."),
+    episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="Episodes to run; level seeds are --seed .. --seed+N-1."),
+    seed: int = typer.Option(0, "--seed", min=0, help="First level seed."),
+    policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),
+    backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Worker processes (default: all cores)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
+) -> None:
+    """Roll a policy out on a spec and store the trajectories as Parquet.
+
+    Example: envrigger collect spec.json --policy reference --episodes 200 --workers 2 -o runs/doorkey
+    """
+    from envharness.spec import HarnessSpec
+    from envrigger.rollout import rollout
+
+    spec_file = Path(spec_path)
+    if spec_file.suffix == ".json" or spec_file.exists():
+        if not spec_file.is_file():
+            raise UserError(f"SPEC: {spec_file} does not exist; write one with `envharness wrap ENV_ID ... -o {spec_file}`")
+        spec = HarnessSpec.from_json(spec_file.read_text())
+    else:
+        spec = HarnessSpec(env_id=spec_path)
+    started = time.perf_counter()
+    store = rollout(spec, policy, seeds=range(seed, seed + episodes), backend=backend, workers=workers,
+                    policy_seed=policy_seed, out=output, progress=True)
+    summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
+
+
+def summarize_run(store: Any, title: str) -> None:
+    """Print a run's success rate, lengths, verdict reasons and errors as a table."""
+    table = store.episodes_table(["success", "length", "reason", "error"]).to_pydict()
+    n = len(table["success"])
+    reasons = Counter(table["reason"])
+    errors = sum(e is not None for e in table["error"])
+    out = Table(title=title)
+    for column in ("episodes", "success rate", "mean length", "verdict reasons", "errors"):
+        out.add_column(column)
+    out.add_row(
+        str(n),
+        f"{sum(table['success']) / max(n, 1):.2f}",
+        f"{sum(table['length']) / max(n, 1):.1f}",
+        ", ".join(f"{r}: {c}" for r, c in reasons.most_common(6)),
+        str(errors),
+    )
+    console.print(out)
+
+
+@app.command()
+def convert(
+    source: str = typer.Argument(..., help="A run directory or a .jsonl file (or minari:DATASET_ID)."),
+    destination: str = typer.Argument(..., help="A .jsonl file, a new run directory, or minari:DATASET_ID."),
+) -> None:
+    """Convert trajectories between run directories, JSONL files and Minari datasets.
+
+    Example: envrigger convert agent-log.jsonl runs/agent   (import an external harness's episodes)
+    """
+    from envrigger.jsonl import export_jsonl, import_jsonl
+    from envrigger.trajectory import TrajectoryStore
+
+    if source.startswith("minari:") or destination.startswith("minari:"):
+        from envrigger.minari_io import export_minari, import_minari
+
+        if source.startswith("minari:"):
+            store = import_minari(source.removeprefix("minari:"), destination)
+            summarize_run(store, f"{source} -> {destination}")
+        else:
+            count = export_minari(TrajectoryStore(source), destination.removeprefix("minari:"))
+            console.print(f"wrote {count} episodes to Minari dataset {destination.removeprefix('minari:')}")
+        return
+    if source.endswith(".jsonl"):
+        store = import_jsonl(source, destination)
+        summarize_run(store, f"{source} -> {destination}")
+    elif destination.endswith(".jsonl"):
+        count = export_jsonl(TrajectoryStore(source), destination)
+        console.print(f"wrote {count} episodes to {destination}")
+    else:
+        raise UserError(f"convert: one side must be a .jsonl file or minari:ID, got {source!r} -> {destination!r}")
+
+
+@app.command()
 def version() -> None:
     """Print the envrigger version."""
     from envrigger import __version__
@@ -98,7 +181,7 @@ def version() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point of ``envrigger``."""
-    sys.exit(run_cli(app, argv, "envrigger", known=(UserError,)))
+    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError)))
 
 
 if __name__ == "__main__":

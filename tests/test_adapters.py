@@ -172,7 +172,7 @@ def test_every_registered_minigrid_env_wraps_steps_and_is_judged():
     for env_id in ids:
         if "-WFC-" in env_id:
             # The minigrid wheel ships neither the WFC extras nor their pattern images.
-            with pytest.raises(envharness.EnvNotFoundError, match="needs a package"):
+            with pytest.raises(envharness.EnvNotFoundError, match="needs a package|cannot generate levels"):
                 envharness.wrap(env_id)
             continue
         env = envharness.wrap(env_id)

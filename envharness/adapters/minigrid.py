@@ -11,10 +11,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from envharness.adapters.base import Adapter, grid_distances, pick_by_distance
-from envharness.errors import TransformError
+from envharness.errors import EnvNotFoundError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 BLOCKING = frozenset({"wall", "lava"})
@@ -58,7 +59,13 @@ class MiniGridAdapter(Adapter):
     def _probe_has_goal(self) -> bool:
         """Whether this env's levels have goal tiles, decided on a private copy."""
         probe = copy.deepcopy(self.raw)
-        probe.reset(seed=0)
+        try:
+            probe.reset(seed=0)
+        except (gym.error.DependencyNotInstalled, FileNotFoundError) as error:
+            name = self.env.spec.id if self.env.spec is not None else type(self.raw).__name__
+            raise EnvNotFoundError(
+                f"{name} cannot generate levels here ({str(error).splitlines()[0]}); install what it needs or use another env"
+            ) from None
         return bool(self._cells_of("goal", probe))
 
     @staticmethod

@@ -125,3 +125,19 @@ def test_bad_backend_and_empty_seeds_are_clear_errors(tmp_path):
         rollout("CartPole-v1", seeds=[], out=tmp_path / "b")
     with pytest.raises(TrajectoryError, match="policy"):
         rollout("CartPole-v1", "genius", out=tmp_path / "c")
+
+
+def test_ray_worker_that_dies_twice_records_a_failed_episode(tmp_path):
+    pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(faulty_envs)  # Ray workers do not share the tests' sys.path
+    try:
+        run = rollout("FrozenLake-v1", faulty_envs.make_killer([2]), seeds=range(4), backend="ray", workers=2,
+                      out=tmp_path / "run")
+    finally:
+        cloudpickle.unregister_pickle_by_value(faulty_envs)
+    episodes = {e.seed: e for e in run.iter_episodes()}
+    assert sorted(episodes) == [0, 1, 2, 3]
+    assert "ray worker failed twice" in episodes[2].error
+    assert all(episodes[s].error is None for s in (0, 1, 3))
