@@ -1,0 +1,57 @@
+"""envrigger collect and convert from the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from envharness import HarnessSpec
+from envharness.cli import run_cli
+from envrigger.cli import app
+from envrigger.trajectory import TrajectoryStore
+
+
+def cli(*args: str) -> int:
+    return run_cli(app, list(args), "envrigger", known=(ValueError, FileNotFoundError))
+
+
+def test_collect_from_a_spec_file_with_workers(tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_text(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0", transforms=[{"name": "MoveGoal", "params": {"max_dist": 2}}]).to_json())
+    assert cli("collect", str(spec), "--policy", "reference", "-n", "6", "-k", "2", "-o", str(tmp_path / "run")) == 0
+    store = TrajectoryStore(tmp_path / "run")
+    assert len(store) == 6 and all(e.success for e in store.iter_episodes())
+    assert "success rate" in capsys.readouterr().out
+
+
+def test_collect_appends_and_convert_round_trips_through_jsonl(tmp_path):
+    run = tmp_path / "run"
+    assert cli("collect", "FrozenLake-v1", "-n", "3", "--backend", "serial", "-o", str(run)) == 0
+    assert cli("collect", "FrozenLake-v1", "-n", "2", "--seed", "3", "--backend", "serial", "-o", str(run)) == 0
+    assert [e.seed for e in TrajectoryStore(run).iter_episodes()] == [0, 1, 2, 3, 4]
+    assert cli("convert", str(run), str(tmp_path / "out.jsonl")) == 0
+    lines = (tmp_path / "out.jsonl").read_text().splitlines()
+    assert [json.loads(line)["seed"] for line in lines] == [0, 1, 2, 3, 4]
+    assert cli("convert", str(tmp_path / "out.jsonl"), str(tmp_path / "copy")) == 0
+    assert len(TrajectoryStore(tmp_path / "copy")) == 5
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["collect", "missing.json", "-o", "x"], "does not exist"),
+        (["collect", "CartPole-v1", "--backend", "gpu", "-o", "x"], "backend"),
+        (["collect", "CartPole-v1", "--policy", "genius", "-o", "x"], "policy"),
+        (["collect", "NoSuchEnv-v0", "-o", "x"], "NoSuchEnv-v0"),
+        (["collect", "CartPole-v1"], "--output"),
+        (["convert", "a", "b"], "one side must be"),
+        (["convert", "nothing.jsonl", "run"], "no such file"),
+        (["convert", "not-a-run", "out.jsonl"], "does not exist"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_exit_code_2(args, fragment, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli(*args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and fragment in err
