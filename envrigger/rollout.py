@@ -59,8 +59,7 @@ def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
         return _Random(policy_seed)
     if policy == "reference":
         return _Reference()
-    path = Path(str(policy).split(":", 1)[1] if str(policy).split(":", 1)[0] in ("PPO", "A2C", "DQN", "SAC", "TD3", "DDPG") else str(policy))
-    if path.exists():
+    if Path(str(policy).rpartition(":")[2]).exists():  # a saved learner, maybe as ALGO:model.zip
         return _Saved(str(policy), policy_seed)
     raise TrajectoryError(f"policy: {policy!r} is not random, reference, or an existing saved-learner file; pick one of those")
 

@@ -202,6 +202,10 @@ class StepRecord:
         return cls(**row)
 
 
+def _corrupt(path: Path, error: Exception) -> TrajectoryError:
+    return TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again")
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -318,7 +322,7 @@ class TrajectoryStore:
         try:
             return pq.read_table(path, columns=columns)
         except (pa.ArrowInvalid, OSError) as error:
-            raise TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again") from None
+            raise _corrupt(path, error) from None
 
     def episodes_table(self, columns: list[str] | None = None) -> pa.Table:
         """All episode records as one Arrow table (one row per episode, small)."""
@@ -353,7 +357,7 @@ class TrajectoryStore:
                 parquet = pq.ParquetFile(path)
                 yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
             except (pa.ArrowInvalid, OSError) as error:
-                raise TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again") from None
+                raise _corrupt(path, error) from None
 
     def iter_episode_steps(self) -> Iterator[tuple[EpisodeRecord, list[StepRecord]]]:
         """Each committed episode with its steps; holds one part's steps at a time."""
