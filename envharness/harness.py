@@ -116,6 +116,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs = t.observe(obs, memo, rng)
         info = dict(info)
         info["level"] = adapter.level_features()
+        info["level_id"] = adapter.level_id()
         info["verdict"] = RUNNING
         return obs, info
 

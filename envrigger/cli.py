@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 import envharness
-from envharness.cli import UserError, parse_transform, run_cli
+from envharness.cli import UserError, parse_transform, run_cli, write_atomically
+from envharness.cli import console as harness_console
+from envrigger.trajectory import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
 
 app = typer.Typer(
@@ -27,7 +28,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     help="Record agents, diagnose their weaknesses, and reshape environments to target them.",
 )
-console = Console()
+console = harness_console
 
 DEFAULT_ENV = "MiniGrid-DoorKey-8x8-v0"
 DEFAULT_TRANSFORMS = ["MoveGoal:min_dist=6,max_dist=12", "ActionSlip:p=0.1", "AddLava:count=3"]
@@ -149,7 +150,6 @@ def convert(
     Example: envrigger convert agent-log.jsonl runs/agent   (import an external harness's episodes)
     """
     from envrigger.jsonl import export_jsonl, import_jsonl
-    from envrigger.trajectory import TrajectoryStore
 
     if source.startswith("minari:") or destination.startswith("minari:"):
         from envrigger.minari_io import export_minari, import_minari
@@ -169,6 +169,41 @@ def convert(
         console.print(f"wrote {count} episodes to {destination}")
     else:
         raise UserError(f"convert: one side must be a .jsonl file or minari:ID, got {source!r} -> {destination!r}")
+
+
+@app.command("diagnose")
+def diagnose_command(
+    run: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory (from collect or convert)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json or html."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write json/html here (html default: RUN_DIR/report.html)."),
+) -> None:
+    """Find recurring weaknesses in a run, ranked by severity, with evidence to replay.
+
+    Example: envrigger diagnose runs/doorkey --format html -o doorkey.html
+    """
+    from envrigger.diagnose import diagnose
+    from envrigger.report import findings_table, render_html
+
+    formats = ("table", "json", "html")
+    if fmt not in formats:
+        raise UserError(f"--format: got {fmt!r}; use one of {', '.join(formats)}")
+    if fmt == "table" and output is not None:
+        raise UserError("--output: the table goes to the terminal; use --format json or html to write a file")
+    store = TrajectoryStore(run)
+    result = diagnose(store)
+    if fmt == "table":
+        console.print(findings_table(result))
+    elif fmt == "json":
+        text = result.model_dump_json(indent=2)
+        if output is None:
+            print(text)
+        else:
+            write_atomically(output, text + "\n")
+            console.print(f"wrote {output}")
+    else:
+        target = output or run / "report.html"
+        write_atomically(target, render_html(result, store))
+        console.print(f"wrote {target} ({len(result.findings)} findings)")
 
 
 @app.command()

@@ -81,6 +81,7 @@ class JsonlEpisode(BaseModel):
     verdict: JsonlVerdict
     terminal_cause: str | None = None
     level_features: dict[str, float] = Field(default_factory=dict)
+    level_id: str | None = Field(None, description="identifies the level (task instance), for variance across seeds")
     error: str | None = None
     wall_time: float = 0.0
     costs: JsonlCosts = Field(default_factory=JsonlCosts)
@@ -120,7 +121,7 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
         policy_id=episode.policy_id, length=len(steps), return_=sum(s.reward for s in steps),
         success=verdict.success and episode.error is None, score=score, reason=reason,
         terminal_cause=episode.terminal_cause or (None if verdict.success else reason),
-        level_features=dict(episode.level_features), error=episode.error, wall_time=episode.wall_time,
+        level_features=dict(episode.level_features), level_id=episode.level_id, error=episode.error, wall_time=episode.wall_time,
         **episode.costs.model_dump(),
     )
     return record, steps
@@ -187,6 +188,7 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                     "verdict": {"success": episode.success, "score": episode.score, "reason": episode.reason},
                     "terminal_cause": episode.terminal_cause,
                     "level_features": episode.level_features,
+                    "level_id": episode.level_id,
                     "error": episode.error,
                     "wall_time": episode.wall_time,
                     "costs": {k: getattr(episode, k) for k in COST_FIELDS},

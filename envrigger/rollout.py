@@ -51,8 +51,8 @@ def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
         >>> make(envharness.wrap("CartPole-v1")).name
         'random'
     """
-    if callable(policy) and not hasattr(policy, "act"):
-        return policy
+    if isinstance(policy, type) or (callable(policy) and not hasattr(policy, "act")):
+        return policy  # a factory: a policy class taking the env, or any env -> policy callable
     if hasattr(policy, "act"):
         return _Fixed(policy)
     if policy == "random":
@@ -118,18 +118,19 @@ def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_h
     started = time.perf_counter()
     adapter = getattr(env, "adapter", None)
     steps: list[StepRecord] = []
-    total, verdict, level, error = 0.0, None, {}, None
+    total, verdict, level, level_id, error = 0.0, None, {}, None, None
     try:
         if hasattr(policy, "reset"):
             policy.reset(seed)
         obs, info = env.reset(seed=seed)
-        level = info.get("level", {})
+        level, level_id = info.get("level", {}), info.get("level_id")
         done, t = False, 0
         while not done:
             action = policy.act(obs, info)
             obs, reward, terminated, truncated, info = env.step(action)
             done = terminated or truncated
             inline = dumps(obs)
+            where = adapter.position() if adapter is not None else None
             steps.append(
                 StepRecord(
                     episode_id=episode_id,
@@ -141,7 +142,7 @@ def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_h
                     obs_digest=observation_digest(obs),
                     blocked=info.get("blocked"),
                     obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
-                    position=dumps(adapter.position()) if adapter is not None else None,
+                    position=dumps(where) if where is not None else None,
                     info=_info_fields(info),
                 )
             )
@@ -165,6 +166,7 @@ def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_h
         reason=reason,
         terminal_cause=None if success else reason,
         level_features={k: float(v) for k, v in level.items()},
+        level_id=level_id,
         error=error,
         wall_time=time.perf_counter() - started,
     )
@@ -242,7 +244,7 @@ def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tupl
     pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory))
     queue = list(reversed(tasks))
     attempts: dict[int, int] = {}
-    pending = len(tasks)
+    pending, startup_failures = len(tasks), 0
     try:
         while pending:
             for worker in pool.workers:
@@ -264,6 +266,13 @@ def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tupl
                 except (EOFError, OSError):
                     task = worker["task"]
                     code = worker["process"].exitcode
+                    if not worker["ready"]:
+                        startup_failures += 1
+                        if startup_failures > 2 * len(pool.workers):
+                            raise TrajectoryError(
+                                f"rollout: worker processes die at start-up (exit code {code}); run from a script file "
+                                "(not stdin) or use backend='serial'"
+                            )
                     pool.replace(worker)
                     if task is None:
                         continue

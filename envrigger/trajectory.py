@@ -54,6 +54,7 @@ EPISODE_SCHEMA = pa.schema(
         ("reason", pa.string()),
         ("terminal_cause", pa.string()),
         ("level_features", pa.map_(pa.string(), pa.float64())),
+        ("level_id", pa.string()),
         ("error", pa.string()),
         ("wall_time", pa.float64()),
         *((name, pa.int64()) for name in COST_FIELDS),
@@ -151,6 +152,7 @@ class EpisodeRecord:
     spec_json: str = ""
     terminal_cause: str | None = None
     level_features: dict[str, float] = field(default_factory=dict)
+    level_id: str | None = None
     error: str | None = None
     wall_time: float = 0.0
     tokens: int | None = None

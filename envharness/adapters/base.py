@@ -8,6 +8,7 @@ breadth-first search the grid families share for goal distances and solvability.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -112,6 +113,14 @@ class Adapter:
             return Verdict(True, 1.0, "terminated with positive reward")
         return Verdict(False, 0.0, TIMEOUT if truncated and not terminated else "terminated without success")
 
+    def level_id(self) -> str | None:
+        """A short digest of what defines the current level (map, start, physics), or None if unknown.
+
+        Episodes with the same level id played from different seeds differ only in the
+        env's or policy's randomness, which is what variance-across-seeds compares.
+        """
+        return None
+
     def position(self) -> Any:
         """Where the agent is, as small JSON-able data (for loop detection), or None if unknown."""
         return None
@@ -133,6 +142,14 @@ class Adapter:
             raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
         for name, value in state.items():
             setattr(self.raw, name, copy.deepcopy(value))
+
+
+def digest(*parts: Any) -> str:
+    """16 hex digits identifying ``parts`` (arrays by their bytes, anything else by repr)."""
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        h.update(np.ascontiguousarray(part).tobytes() if isinstance(part, np.ndarray) else repr(part).encode())
+    return h.hexdigest()
 
 
 def grid_distances(

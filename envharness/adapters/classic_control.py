@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from envharness.adapters.base import Adapter
+from envharness.adapters.base import Adapter, digest
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
@@ -64,6 +64,10 @@ class ClassicControlAdapter(Adapter):
 
     def begin_episode(self) -> None:
         self._features = self.physics_values()
+
+    def level_id(self) -> str | None:
+        # A classic-control level is its physics; seeds vary only the initial state.
+        return digest(sorted(self.physics_values().items()))
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)

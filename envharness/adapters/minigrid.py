@@ -14,7 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envharness.adapters.base import Adapter, grid_distances, pick_by_distance
+from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
 from envharness.errors import EnvNotFoundError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
@@ -99,6 +99,9 @@ class MiniGridAdapter(Adapter):
             "n_doors": float(kinds.count("door")),
             "n_keys": float(kinds.count("key")),
         }
+
+    def level_id(self) -> str | None:
+        return digest(self.raw.grid.encode(), self.raw.agent_pos, self.raw.agent_dir)
 
     def position(self) -> Any:
         return [int(self.raw.agent_pos[0]), int(self.raw.agent_pos[1]), int(self.raw.agent_dir)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from envharness.adapters.base import Adapter, grid_distances, pick_by_distance
+from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
@@ -27,6 +27,9 @@ class ToyTextAdapter(Adapter):
 
     def position(self) -> Any:
         return int(self.raw.s)
+
+    def level_id(self) -> str | None:
+        return digest(getattr(self.raw, "desc", None), int(self.raw.s))
 
 
 class FrozenLakeAdapter(ToyTextAdapter):

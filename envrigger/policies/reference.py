@@ -74,7 +74,8 @@ class MiniGridPlanner:
     """Shortest action sequence to a goal tile: turns, moves, key pickups and door toggles.
 
     Search state: position, direction, the key carried, and which doors are open. Keys
-    open locked doors of their colour. Envs without goal tiles get no plan (action 0).
+    open locked doors of their colour. ``targets`` names the tile types to reach (goal by
+    default). With no plan (no reachable target) it turns left.
 
     Example:
         >>> import envharness
@@ -92,8 +93,9 @@ class MiniGridPlanner:
     name = "reference"
     max_expansions = 200_000
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, targets: tuple[str, ...] = ("goal",)) -> None:
         self.env = env
+        self.targets = targets
 
     def _plan(self) -> list[int]:
         raw = self.env.unwrapped
@@ -113,7 +115,7 @@ class MiniGridPlanner:
             expansions += 1
             x, y, d, held, picked, opened = state
             cell = cells[(x, y)]
-            if cell is not None and cell.type == "goal":
+            if cell is not None and cell.type in self.targets:
                 path = []
                 while parents[state] is not None:
                     state, action = parents[state]
@@ -124,7 +126,9 @@ class MiniGridPlanner:
             if front is not None and (fx, fy) in picked:
                 front = None
             successors = [((x, y, (d - 1) % 4, held, picked, opened), LEFT), ((x, y, (d + 1) % 4, held, picked, opened), RIGHT)]
-            if front is None or front.type == "goal" or (front.type == "door" and opened >> door_index[(fx, fy)] & 1):
+            if front is None or front.type == "goal" or front.type in self.targets or (
+                front.type == "door" and opened >> door_index[(fx, fy)] & 1
+            ):
                 successors.append(((fx, fy, d, held, picked, opened), FORWARD))
             elif front.type == "key" and held is None:
                 successors.append(((x, y, d, (front.type, front.color), picked | {(fx, fy)}, opened), PICKUP))
