@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from envharness.errors import EnvHarnessError
@@ -299,25 +300,31 @@ class TrajectoryStore:
         """Commit episodes and their steps as one new part (all or nothing)."""
         if not episodes:
             return
-        ids = {e.episode_id for e in episodes}
-        stray = {s.episode_id for s in steps} - ids
+        self.append_tables(
+            pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA),
+            pa.Table.from_pylist([s.to_row() for s in steps], schema=STEP_SCHEMA),
+        )
+
+    def append_tables(self, episodes: pa.Table, steps: pa.Table) -> None:
+        """:meth:`append` for Arrow tables in the two schemas (bulk writers); steps grouped by episode."""
+        if episodes.schema != EPISODE_SCHEMA or steps.schema != STEP_SCHEMA:
+            raise TrajectoryError("append: tables do not match EPISODE_SCHEMA / STEP_SCHEMA; build them with those schemas")
+        ids = set(episodes.column("episode_id").to_pylist())
+        stray = set(pc.unique(steps.column("episode_id")).to_pylist()) - ids
         if stray:
             raise TrajectoryError(f"append: steps name episodes {sorted(stray)[:3]} not in this batch; append steps with their episodes")
         with self._locked():
             for sub in ("episodes", "steps"):  # leftovers of writers killed mid-write
                 for stale in (self.path / sub).glob(".*.tmp"):
                     stale.unlink(missing_ok=True)
-            taken = self.episode_ids()
-            clash = ids & taken
+            clash = ids & self.episode_ids()
             if clash:
                 raise TrajectoryError(f"append: episode ids {sorted(clash)[:3]} are already stored; use store.next_episode_id()")
             names = self._part_names()
             number = int(names[-1][5:11]) + 1 if names else 0
             name = f"part-{number:06d}.parquet"
-            steps_table = pa.Table.from_pylist([s.to_row() for s in steps], schema=STEP_SCHEMA)
-            _write_parquet_atomically(steps_table, self.path / "steps" / name)
-            episodes_table = pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA)
-            _write_parquet_atomically(episodes_table, self.path / "episodes" / name)
+            _write_parquet_atomically(steps, self.path / "steps" / name)
+            _write_parquet_atomically(episodes, self.path / "episodes" / name)
 
     # -- reading -----------------------------------------------------------------------
     def _read(self, path: Path, columns: list[str] | None = None) -> pa.Table:
