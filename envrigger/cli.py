@@ -35,9 +35,11 @@ DEFAULT_TRANSFORMS = ["MoveGoal:min_dist=6,max_dist=12", "ActionSlip:p=0.1", "Ad
 
 
 def run_episodes(env: Any, policy: Any, seeds: list[int]) -> dict[str, Any]:
-    """Roll ``policy`` out once per seed; summarize the verdicts."""
+    """Roll ``policy`` out once per seed (reseeding it per episode, as rollouts do); summarize the verdicts."""
     successes, lengths, reasons = 0, [], Counter()
     for seed in seeds:
+        if hasattr(policy, "reset"):
+            policy.reset(seed)
         obs, info = env.reset(seed=seed)
         done, length = False, 0
         while not done:
@@ -87,7 +89,16 @@ def demo(
     described = [f"{t.name}({', '.join(f'{k}={v!r}' for k, v in t.model_dump(exclude_none=True).items())})" for t in transforms]
     console.print(f"reshaped with: {', '.join(described) or '(nothing)'}")
     console.print(table)
-    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier.")
+    from envharness.spec import HarnessSpec
+    from envrigger.diagnose import diagnose
+    from envrigger.report import findings_table
+    from envrigger.rollout import rollout
+
+    spec = HarnessSpec(env_id=env_id, transforms=[t.to_spec() for t in transforms])
+    store = rollout(spec, "random", seeds=seeds, policy_seed=seed, backend="serial")
+    console.print("What goes wrong for the random policy on the reshaped env (envrigger diagnose):")
+    console.print(findings_table(diagnose(store)))
+    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier; run stored in {store.path}")
 
 
 @app.command()
