@@ -7,6 +7,7 @@ original and the reshaped env, and print the verdicts side by side.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections import Counter
@@ -215,6 +216,145 @@ def diagnose_command(
         target = output or run / "report.html"
         write_atomically(target, render_html(result, store))
         console.print(f"wrote {target} ({len(result.findings)} findings)")
+
+
+DEFAULT_RUN_ENV = "FrozenLake-v1"
+DEFAULT_RUN_KWARGS = {"map_name": "8x8", "is_slippery": False}
+
+
+def _spec_from(argument: str | None) -> Any:
+    from envharness.spec import HarnessSpec
+
+    if argument is None:
+        return HarnessSpec(env_id=DEFAULT_RUN_ENV, env_kwargs=DEFAULT_RUN_KWARGS)
+    path = Path(argument)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
+        return HarnessSpec.from_json(path.read_text())
+    return HarnessSpec(env_id=argument)
+
+
+@app.command("run")
+def run_command(
+    env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help="Base env (default: FrozenLake 8x8, not slippery)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
+    resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
+    learner: str = typer.Option("qlearning", "--learner", help="Learner to train: qlearning."),
+    budget_steps: int = typer.Option(20_000, "--budget-steps", min=100, help="Training steps per round, per learner."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of collect -> ... -> evaluate."),
+    collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Episodes collected for diagnosis each round."),
+    eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes of the original env each round."),
+    candidates: int = typer.Option(6, "--candidates", min=1, help="Candidates validated per round."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
+    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
+    backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+) -> None:
+    """Collect, diagnose, propose, validate, admit, train on a curriculum and evaluate held-out, for R rounds.
+
+    Example: envrigger run MiniGrid-Empty-8x8-v0 --rounds 3 --budget-steps 30000 -o runs/empty
+    """
+    from envrigger.loop import LoopConfig, run_loop
+
+    if (output is None) == (resume is None):
+        raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
+    config = None
+    if output is not None:
+        if backend not in ("serial", "process", "ray"):
+            raise UserError(f"--backend: got {backend!r}; use one of serial, process, ray")
+        spec = _spec_from(env)
+        spec.build().close()
+        config = LoopConfig(spec=spec, learner=learner, rounds=rounds, budget_steps=budget_steps, collect_episodes=collect_episodes,
+                            eval_episodes=eval_episodes, candidates_per_round=candidates, seed=seed, workers=workers, backend=backend)
+        if learner not in ("qlearning",):
+            raise UserError(f"--learner: got {learner!r}; use qlearning")
+    target = output or resume
+    table = Table(title=f"envrigger run {target}: held-out success on the original env (95% CI)")
+    for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner", "time"):
+        table.add_column(column, overflow="fold")
+
+    def show(summary: dict[str, Any]) -> None:
+        c, b = summary["heldout_curriculum"], summary["heldout_baseline"]
+        table.add_row(
+            str(summary["round"]), ", ".join(summary["findings"][:3]) or "-", str(summary["candidates"]),
+            str(len(summary["admitted"])), ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-",
+            str(summary["library_size"]), f"{c['success']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]",
+            f"{b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]", f"{summary['wall_time']:.0f}s",
+        )
+        console.print(f"round {summary['round']} done: curriculum {c['success']:.2f} vs baseline {b['success']:.2f} held-out")
+
+    summaries = run_loop(target, config, on_round=show, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    if not table.rows:
+        for summary in summaries:
+            show(summary)
+    console.print(table)
+    last = summaries[-1]
+    c, b = last["heldout_curriculum"], last["heldout_baseline"]
+    console.print(
+        f"held-out result after {last['round']} rounds: curriculum learner {c['success']:.2f} "
+        f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] vs baseline {b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}] "
+        f"(same training steps; mean length {c['mean_length']:.1f} vs {b['mean_length']:.1f}); library: {target / 'library.db'}"
+    )
+
+
+library_app = typer.Typer(help="Inspect and edit an admitted-environment library.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(library_app, name="library")
+
+
+@library_app.command("list")
+def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it).")) -> None:
+    """List admitted components.
+
+    Example: envrigger library list runs/demo
+    """
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    table = Table(title=f"{library.path} (version {library.version})")
+    for column in ("id", "hash", "finding", "transforms", "learnability", "round", "origin"):
+        table.add_column(column, overflow="fold")
+    for c in library.components():
+        learn = next((g for g in c.gates if g["gate"] == "learnability"), {}).get("statistic", {})
+        added = ", ".join(t.name + json.dumps(t.params) for t in c.spec.transforms)
+        table.add_row(str(c.id), c.hash, c.finding, added, f"{learn.get('rate', 0):.2f} (n={learn.get('rollouts', 0)})",
+                      str(c.round), c.origin)
+    console.print(table)
+
+
+@library_app.command("show")
+def library_show(path: Path = typer.Argument(..., metavar="LIBRARY"), component: str = typer.Argument(..., help="id or hash")) -> None:
+    """Print one component with its spec and every gate's statistic, as JSON."""
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    print(library.get(component).model_dump_json(indent=2))
+
+
+@library_app.command("remove")
+def library_remove(path: Path = typer.Argument(..., metavar="LIBRARY"), component: int = typer.Argument(..., help="component id")) -> None:
+    """Remove a component (the library version moves on)."""
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    library.remove(component)
+    console.print(f"removed component {component}; library version {library.version}")
+
+
+@app.command("export")
+def export_command(
+    path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it)."),
+    to: Path = typer.Option(..., "--to", help="Output directory."),
+    package: str = typer.Option("envrigger_envs", "--package", help="Python package name of the generated package."),
+) -> None:
+    """Write a JSON registry of admitted specs and a pip-installable package registering them as Gymnasium ids.
+
+    Example: envrigger export runs/demo --to dist --package lake_envs && pip install dist/lake_envs
+    """
+    from envrigger.export import export_library
+    from envrigger.library import Library
+
+    written = export_library(Library(path / "library.db" if path.is_dir() else path, create=False), to, package)
+    console.print(f"wrote {written['registry']} and package {written['package']} (pip install {written['package']})")
 
 
 @app.command()

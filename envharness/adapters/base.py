@@ -54,6 +54,8 @@ class Adapter:
     physics_names: frozenset[str] = frozenset()
     # Attributes of the unwrapped env that make up its state; empty means no state access.
     state_attrs: tuple[str, ...] = ()
+    # Whether the observation shows where the goal is (FrozenLake's position index does not).
+    observes_goal: bool = True
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env

@@ -51,6 +51,7 @@ class FrozenLakeAdapter(ToyTextAdapter):
 
     capabilities = frozenset({"goal", "agent", "map"})
     state_attrs = ("s", "lastaction", "desc", "P")
+    observes_goal = False
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)

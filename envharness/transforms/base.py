@@ -88,6 +88,10 @@ class Transform(BaseModel):
         if self.capability is not None:
             adapter.require(self.capability, self.name)
 
+    def proposable(self, adapter: Any) -> bool:
+        """Whether an automatic proposer should offer this reshaping for this env (it is always *allowed*)."""
+        return True
+
     def mutate(self, rng: np.random.Generator) -> Self:
         """A neighbour of this transform: one bounded numeric parameter nudged, others kept.
 

@@ -57,6 +57,10 @@ class MoveGoal(_Distance):
     capability: ClassVar[str] = "goal"
     targets: ClassVar[tuple[str, ...]] = ("feature_region:goal_distance", "timeout", "loop")
 
+    def proposable(self, adapter: Any) -> bool:
+        # Moving a goal the agent cannot see turns the task partially observable, not harder.
+        return adapter.observes_goal
+
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         adapter.move_goal(rng, self.min_dist, self.max_dist)
         return adapter.observe()
@@ -77,7 +81,10 @@ class MoveAgent(_Distance):
     """
 
     capability: ClassVar[str] = "agent"
-    targets: ClassVar[tuple[str, ...]] = ("feature_region:goal_distance", "early_failure")
+    # Starting nearer the goal is a reverse curriculum for anything that stops the agent on the way.
+    targets: ClassVar[tuple[str, ...]] = (
+        "feature_region:goal_distance", "early_failure", "timeout", "loop", "terminal_cause:hole", "terminal_cause:lava",
+    )
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         adapter.move_agent(rng, self.min_dist, self.max_dist)

@@ -142,7 +142,8 @@ class QLearner:
     def save(self, path: str) -> None:
         """Write the learner as JSON (atomically); :meth:`load` reads it back."""
         data = {"kind": "qlearning", "n_actions": self.n, "start": self.start, "params": self.params,
-                "epsilon": self.epsilon, "table": {k: v.tolist() for k, v in self.table.items()}}
+                "epsilon": self.epsilon, "rng": self.rng.bit_generator.state,
+                "table": {k: v.tolist() for k, v in self.table.items()}}
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".qlearning.", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:
@@ -157,5 +158,7 @@ class QLearner:
             raise ValueError(f"{path}: not a Q-learning table for this env's {env.action_space}; train one for it")
         learner = cls(env.action_space, env.observation_space, **data["params"])
         learner.epsilon = data["epsilon"]
+        if "rng" in data:  # resume exploration exactly where it stopped
+            learner.rng.bit_generator.state = data["rng"]
         learner.table = {k: np.asarray(v, dtype=np.float64) for k, v in data["table"].items()}
         return learner
