@@ -89,6 +89,17 @@ class HarnessSpec(BaseModel):
         """A short, stable identity of what this spec builds (equal specs, equal hashes)."""
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
 
+    def extended(self, *transforms: Any) -> HarnessSpec:
+        """A copy with ``transforms`` (Transforms, TransformSpecs or dicts) appended.
+
+        Example:
+            >>> from envharness.transforms import StepBudget
+            >>> HarnessSpec(env_id="CartPole-v1").extended(StepBudget(max_steps=9)).transforms[0].params
+            {'max_steps': 9}
+        """
+        added = [t.to_spec() if hasattr(t, "to_spec") else t for t in transforms]
+        return HarnessSpec.coerce({**self.model_dump(), "transforms": [*self.model_dump()["transforms"], *added]})
+
     def validate_transforms(self) -> None:
         """Raise :class:`~envharness.errors.SpecError` if a transform name or parameter is bad."""
         for t in self.transforms:

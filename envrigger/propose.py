@@ -129,7 +129,7 @@ def propose(
             if not queue:
                 continue
             finding, transform = queue.pop(0)
-            spec = base.model_copy(update={"transforms": [*base.transforms, TransformSpec(**transform.to_spec())]})
+            spec = base.extended(transform)
             add(Candidate(
                 spec=spec, added=[TransformSpec(**transform.to_spec())], finding=finding.name, finding_stats=finding.stats,
                 rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
@@ -144,7 +144,7 @@ def propose(
         position = int(rng.integers(len(extra)))
         mutated = transform_from_spec(extra[position]).mutate(rng)
         changed = [*extra[:position], TransformSpec(**mutated.to_spec()), *extra[position + 1:]]
-        spec = base.model_copy(update={"transforms": [*base.transforms, *changed]})
+        spec = base.extended(*changed)
         add(Candidate(
             spec=spec, added=changed, finding=parent_finding, rationale=f"mutation of admitted component {parent_hash}: {mutated!r}",
             origin="mutation", parent=parent_hash,

@@ -1,0 +1,55 @@
+"""Adapters: one per benchmark family, chosen by the unwrapped env's class.
+
+Contains :data:`ADAPTERS` (tried in order; the generic :class:`Adapter` is the fallback)
+and :func:`adapter_for`.
+
+Example:
+    >>> import gymnasium as gym
+    >>> type(adapter_for(gym.make("FrozenLake-v1"))).__name__
+    'FrozenLakeAdapter'
+    >>> adapter_for(gym.make("Pendulum-v1")).family
+    'generic'
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+
+from envharness.adapters.base import Adapter, grid_distances
+from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter
+from envharness.adapters.minigrid import MiniGridAdapter
+from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, TaxiAdapter
+
+ADAPTERS: list[type[Adapter]] = [
+    MiniGridAdapter,
+    FrozenLakeAdapter,
+    TaxiAdapter,
+    CliffWalkingAdapter,
+    CartPoleAdapter,
+    MountainCarAdapter,
+    AcrobotAdapter,
+]
+
+
+def adapter_for(env: gym.Env) -> Adapter:
+    """The adapter serving ``env``: the first in :data:`ADAPTERS` that matches, else the generic one."""
+    raw = env.unwrapped
+    for cls in ADAPTERS:
+        if cls.matches(raw):
+            return cls(env)
+    return Adapter(env)
+
+
+__all__ = [
+    "ADAPTERS",
+    "AcrobotAdapter",
+    "Adapter",
+    "CartPoleAdapter",
+    "CliffWalkingAdapter",
+    "FrozenLakeAdapter",
+    "MiniGridAdapter",
+    "MountainCarAdapter",
+    "TaxiAdapter",
+    "adapter_for",
+    "grid_distances",
+]

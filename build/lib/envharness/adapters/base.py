@@ -1,0 +1,186 @@
+"""The adapter interface: how envharness reads, edits and judges one benchmark family.
+
+Contains :class:`Adapter` (the interface and the generic fallback used for any Gymnasium
+env), the capability names state transforms ask for, and :func:`grid_distances`, the
+breadth-first search the grid families share for goal distances and solvability.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envharness.errors import IncompatibleTransformError, StateAccessError
+from envharness.verifier import RUNNING, TIMEOUT, Verdict
+
+CAPABILITIES = {
+    "goal": "move the goal",
+    "agent": "move the agent's start",
+    "walls": "add or remove walls",
+    "lava": "add lava",
+    "map": "edit the hole map",
+    "physics": "change physical constants",
+    "initial_state": "perturb the initial state",
+}
+
+
+class Adapter:
+    """Reads and edits one base env's state, judges success, and lists level features.
+
+    This base class is the generic adapter: it serves any Gymnasium env, judges with the
+    env's own success signal (``info["success"]`` or ``info["is_success"]`` at the end of
+    an episode, else terminated with positive reward) and has no state access.
+
+    Args:
+        env: the base environment as made (wrappers such as ``TimeLimit`` included).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> adapter = Adapter(gym.make("Pendulum-v1"))
+        >>> adapter.family, sorted(adapter.capabilities)
+        ('generic', [])
+        >>> adapter.judge(None, 1.0, True, False, {"is_success": True})
+        Verdict(success=True, score=1.0, reason='success signal')
+    """
+
+    family = "generic"
+    capabilities: frozenset[str] = frozenset()
+    physics_names: frozenset[str] = frozenset()
+    # Attributes of the unwrapped env that make up its state; empty means no state access.
+    state_attrs: tuple[str, ...] = ()
+    # Whether the observation shows where the goal is (FrozenLake's position index does not).
+    observes_goal: bool = True
+
+    def __init__(self, env: gym.Env) -> None:
+        self.env = env
+        self.raw = env.unwrapped
+        self._features: dict[str, float] = {}
+
+    @classmethod
+    def matches(cls, raw: gym.Env) -> bool:
+        """Whether this adapter serves the unwrapped env ``raw``."""
+        return True
+
+    def require(self, capability: str, transform: str) -> None:
+        """Raise a clear error unless this adapter offers ``capability``."""
+        if capability in self.capabilities:
+            return
+        env_name = type(self.raw).__name__
+        what = CAPABILITIES.get(capability, capability)
+        if not self.capabilities:
+            raise StateAccessError(
+                f"{transform}: envharness has no state access to {env_name} (generic adapter), so it "
+                f"cannot {what}; use a rule or observation transform, or ReplayPrefix, instead"
+            )
+        offered = ", ".join(sorted(self.capabilities))
+        raise IncompatibleTransformError(
+            f"{transform}: {env_name} ({self.family} adapter) cannot {what}; "
+            f"it supports state transforms needing: {offered}"
+        )
+
+    # -- episode life cycle ------------------------------------------------------------
+    def on_base_reset(self) -> None:
+        """Called right after the base env resets, before state transforms (undo edits that persist)."""
+
+    def begin_episode(self) -> None:
+        """Snapshot what the verifier judges against, after state transforms have run."""
+
+    def time_limit(self) -> int | None:
+        """The most agent steps an episode may take (the made env's ``max_episode_steps``)."""
+        spec = self.env.spec
+        return spec.max_episode_steps if spec is not None else None
+
+    def observe(self) -> Any:
+        """Re-read the base env's observation after its state was edited."""
+        raise StateAccessError(
+            f"{type(self.raw).__name__}: envharness cannot re-read this env's observation; "
+            "it has no state access"
+        )
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        """The original verifier on one raw base transition."""
+        if not (terminated or truncated):
+            return RUNNING
+        signal = info.get("success", info.get("is_success"))
+        if signal is not None:
+            success = bool(signal)
+            return Verdict(success, 1.0 if success else 0.0, "success signal" if success else "no success signal")
+        if terminated and float(reward) > 0:
+            return Verdict(True, 1.0, "terminated with positive reward")
+        return Verdict(False, 0.0, TIMEOUT if truncated and not terminated else "terminated without success")
+
+    def level_id(self) -> str | None:
+        """A short digest of what defines the current level (map, start, physics), or None if unknown.
+
+        Episodes with the same level id played from different seeds differ only in the
+        env's or policy's randomness, which is what variance-across-seeds compares.
+        """
+        return None
+
+    def position(self) -> Any:
+        """Where the agent is, as small JSON-able data (for loop detection), or None if unknown."""
+        return None
+
+    def level_features(self) -> dict[str, float]:
+        """Numeric descriptors of the current level (goal distance, map size, pole length...)."""
+        return dict(self._features)
+
+    # -- state access ------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """A copy of everything that determines the env's future, for :meth:`set_state`."""
+        if not self.state_attrs:
+            raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
+        return {name: copy.deepcopy(getattr(self.raw, name)) for name in self.state_attrs}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a state taken with :meth:`get_state`."""
+        if not self.state_attrs:
+            raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
+        for name, value in state.items():
+            setattr(self.raw, name, copy.deepcopy(value))
+
+
+def digest(*parts: Any) -> str:
+    """16 hex digits identifying ``parts`` (arrays by their bytes, anything else by repr)."""
+    h = hashlib.blake2b(digest_size=8)
+    for part in parts:
+        h.update(np.ascontiguousarray(part).tobytes() if isinstance(part, np.ndarray) else repr(part).encode())
+    return h.hexdigest()
+
+
+def grid_distances(
+    width: int, height: int, start: tuple[int, int], passable: Callable[[int, int], bool]
+) -> np.ndarray:
+    """Shortest 4-neighbour path lengths from ``start``; -1 where unreachable.
+
+    Example:
+        >>> d = grid_distances(3, 2, (0, 0), lambda x, y: (x, y) != (1, 0))
+        >>> d.T.tolist()
+        [[0, -1, 4], [1, 2, 3]]
+    """
+    dist = np.full((width, height), -1, dtype=np.int64)
+    dist[start] = 0
+    queue = deque([start])
+    while queue:
+        x, y = queue.popleft()
+        for nx, ny in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+            if 0 <= nx < width and 0 <= ny < height and dist[nx, ny] < 0 and passable(nx, ny):
+                dist[nx, ny] = dist[x, y] + 1
+                queue.append((nx, ny))
+    return dist
+
+
+def pick_by_distance(
+    cells: list[tuple[int, int]], dist: np.ndarray, lo: int, hi: int, rng: np.random.Generator
+) -> tuple[int, int] | None:
+    """A random cell among ``cells`` whose ``dist`` lies in ``[lo, hi]``, or None."""
+    eligible = [c for c in cells if lo <= dist[c] <= hi]
+    if not eligible:
+        return None
+    return eligible[int(rng.integers(len(eligible)))]

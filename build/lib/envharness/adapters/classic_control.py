@@ -1,0 +1,188 @@
+"""Adapters for Gymnasium's classic control family: CartPole, MountainCar and Acrobot.
+
+Contains :class:`CartPoleAdapter`, :class:`MountainCarAdapter` and :class:`AcrobotAdapter`,
+sharing :class:`ClassicControlAdapter` (physics constants, initial-state noise, state
+get/set). Verifiers: CartPole survived to its time limit without failing; MountainCar
+reached the goal position fixed at reset; Acrobot swung its tip above the line.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from envharness.adapters.base import Adapter, digest
+from envharness.verifier import RUNNING, TIMEOUT, Verdict
+
+
+class ClassicControlAdapter(Adapter):
+    """Shared state access for envs whose whole state is the ``state`` array.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> adapter = CartPoleAdapter(gym.make("CartPole-v1"))
+        >>> isinstance(adapter, ClassicControlAdapter), sorted(adapter.capabilities)
+        (True, ['initial_state', 'physics'])
+    """
+
+    family = "classic_control"
+    capabilities = frozenset({"physics", "initial_state"})
+    env_class = ""
+    # physics name -> the env attributes it sets
+    physics: dict[str, tuple[str, ...]] = {}
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.physics_names = frozenset(self.physics)
+        self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
+
+    @classmethod
+    def matches(cls, raw: Any) -> bool:
+        return type(raw).__name__ == cls.env_class
+
+    def observe(self) -> Any:
+        return np.array(self.raw.state, dtype=np.float32)
+
+    def set_physics(self, values: dict[str, float]) -> None:
+        """Set physical constants by their envharness names (``gravity``, ``pole_length``...)."""
+        for name, value in values.items():
+            for attr in self.physics[name]:
+                setattr(self.raw, attr, float(value))
+
+    def perturb_initial_state(self, rng: np.random.Generator, scale: float) -> None:
+        """Add uniform noise in ``[-scale, scale]`` to every state variable."""
+        state = np.asarray(self.raw.state, dtype=np.float64)
+        self.raw.state = self._clip_state(state + rng.uniform(-scale, scale, size=state.shape))
+
+    def _clip_state(self, state: np.ndarray) -> np.ndarray:
+        return state
+
+    def physics_values(self) -> dict[str, float]:
+        return {name: float(getattr(self.raw, attrs[0])) for name, attrs in self.physics.items()}
+
+    def begin_episode(self) -> None:
+        self._features = self.physics_values()
+
+    def level_id(self) -> str | None:
+        # A classic-control level is its physics; seeds vary only the initial state.
+        return digest(sorted(self.physics_values().items()))
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        super().set_state(state)
+        self._after_physics()
+
+    def _after_physics(self) -> None:
+        """Recompute constants derived from the physical ones."""
+
+
+class CartPoleAdapter(ClassicControlAdapter):
+    """CartPole: success is surviving to the time limit without the pole falling.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = gym.make("CartPole-v1")
+        >>> adapter = CartPoleAdapter(env)
+        >>> adapter.set_physics({"pole_length": 1.0}); adapter.raw.polemass_length
+        0.1
+        >>> adapter.judge(None, 1.0, False, True, {}).success
+        True
+    """
+
+    env_class = "CartPoleEnv"
+    physics = {
+        "gravity": ("gravity",),
+        "pole_length": ("length",),
+        "pole_mass": ("masspole",),
+        "cart_mass": ("masscart",),
+        "force": ("force_mag",),
+    }
+
+    def set_physics(self, values: dict[str, float]) -> None:
+        super().set_physics(values)
+        self._after_physics()
+
+    def _after_physics(self) -> None:
+        raw = self.raw
+        raw.total_mass = raw.masspole + raw.masscart
+        raw.polemass_length = raw.masspole * raw.length
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        if terminated:
+            x, _, theta, _ = self.raw.state
+            fell = abs(theta) > self.raw.theta_threshold_radians
+            return Verdict(False, 0.0, "pole fell" if fell else "cart out of bounds")
+        if truncated:
+            return Verdict(True, 1.0, "balanced to the time limit")
+        return RUNNING
+
+
+class MountainCarAdapter(ClassicControlAdapter):
+    """MountainCar: success is reaching the goal position in force at reset.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> adapter = MountainCarAdapter(gym.make("MountainCar-v0"))
+        >>> sorted(adapter.physics_names)
+        ['force', 'gravity']
+    """
+
+    env_class = "MountainCarEnv"
+    physics = {"gravity": ("gravity",), "force": ("force",)}
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._goal = float(self.raw.goal_position)
+
+    def begin_episode(self) -> None:
+        super().begin_episode()
+        self._goal = float(self.raw.goal_position)
+        self._features["start_position"] = float(self.raw.state[0])
+
+    def _clip_state(self, state: np.ndarray) -> np.ndarray:
+        raw = self.raw
+        return np.array(
+            [np.clip(state[0], raw.min_position, raw.max_position), np.clip(state[1], -raw.max_speed, raw.max_speed)]
+        )
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        if self.raw.state[0] >= self._goal:
+            return Verdict(True, 1.0, "reached goal")
+        if terminated or truncated:
+            return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
+        return RUNNING
+
+
+class AcrobotAdapter(ClassicControlAdapter):
+    """Acrobot: success is the tip swung above the bar's height.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> adapter = AcrobotAdapter(gym.make("Acrobot-v1"))
+        >>> adapter.set_physics({"link_length": 1.5}); adapter.raw.LINK_LENGTH_2
+        1.5
+    """
+
+    env_class = "AcrobotEnv"
+    physics = {
+        "link_length": ("LINK_LENGTH_1", "LINK_LENGTH_2"),
+        "link_mass": ("LINK_MASS_1", "LINK_MASS_2"),
+    }
+
+    def observe(self) -> Any:
+        return self.raw._get_ob()
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        s = self.raw.state
+        if -math.cos(s[0]) - math.cos(s[1] + s[0]) > 1.0:
+            return Verdict(True, 1.0, "swung up")
+        if terminated or truncated:
+            return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
+        return RUNNING
+
+    def _clip_state(self, state: np.ndarray) -> np.ndarray:
+        raw = self.raw
+        state[2] = np.clip(state[2], -raw.MAX_VEL_1, raw.MAX_VEL_1)
+        state[3] = np.clip(state[3], -raw.MAX_VEL_2, raw.MAX_VEL_2)
+        return state

@@ -1,0 +1,235 @@
+"""Adapter for every MiniGrid environment (``minigrid.minigrid_env.MiniGridEnv`` subclasses).
+
+Contains :class:`MiniGridAdapter`. The verifier is "the agent stands on a goal tile that
+was there when the episode started" for envs with goal tiles; for the others (Fetch,
+Unlock, PutNear, BabyAI...) it is MiniGrid's own success signal, a termination with
+positive reward, read from the raw base transition.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
+from envharness.errors import EnvNotFoundError, TransformError
+from envharness.verifier import RUNNING, TIMEOUT, Verdict
+
+BLOCKING = frozenset({"wall", "lava"})
+
+
+def _is_minigrid(raw: Any) -> bool:
+    try:
+        from minigrid.minigrid_env import MiniGridEnv
+    except ImportError:  # minigrid is a dependency, but keep the generic path alive without it
+        return False
+    return isinstance(raw, MiniGridEnv)
+
+
+class MiniGridAdapter(Adapter):
+    """Reads and edits a MiniGrid grid; judges by the goal tile snapshotted at reset.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = gym.make("MiniGrid-Empty-5x5-v0")
+        >>> adapter = MiniGridAdapter(env)
+        >>> sorted(adapter.capabilities)
+        ['agent', 'goal', 'lava', 'walls']
+        >>> _ = env.reset(seed=0); adapter.begin_episode()
+        >>> adapter.level_features()["goal_distance"]
+        4.0
+    """
+
+    family = "minigrid"
+    state_attrs = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._goals: frozenset[tuple[int, int]] = frozenset()
+        has_goal = self._probe_has_goal()
+        self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
+
+    @classmethod
+    def matches(cls, raw: Any) -> bool:
+        return _is_minigrid(raw)
+
+    def _probe_has_goal(self) -> bool:
+        """Whether this env's levels have goal tiles, decided on a private copy."""
+        probe = copy.deepcopy(self.raw)
+        try:
+            probe.reset(seed=0)
+        except (gym.error.DependencyNotInstalled, FileNotFoundError) as error:
+            name = self.env.spec.id if self.env.spec is not None else type(self.raw).__name__
+            raise EnvNotFoundError(
+                f"{name} cannot generate levels here ({str(error).splitlines()[0]}); install what it needs or use another env"
+            ) from None
+        return bool(self._cells_of("goal", probe))
+
+    @staticmethod
+    def _cells_of(kind: str, raw: Any) -> list[tuple[int, int]]:
+        grid = raw.grid
+        return [
+            (x, y)
+            for x in range(grid.width)
+            for y in range(grid.height)
+            if (cell := grid.get(x, y)) is not None and cell.type == kind
+        ]
+
+    # -- episode life cycle ------------------------------------------------------------
+    def begin_episode(self) -> None:
+        raw = self.raw
+        self._goals = frozenset(self._cells_of("goal", raw))
+        grid = raw.grid
+        kinds = [cell.type if cell is not None else None for cell in grid.grid]
+        interior_walls = sum(
+            1
+            for x in range(1, grid.width - 1)
+            for y in range(1, grid.height - 1)
+            if (cell := grid.get(x, y)) is not None and cell.type == "wall"
+        )
+        self._features = {
+            "width": float(grid.width),
+            "height": float(grid.height),
+            "goal_distance": float(self._goal_distance()),
+            "n_lava": float(kinds.count("lava")),
+            "n_walls": float(interior_walls),
+            "n_doors": float(kinds.count("door")),
+            "n_keys": float(kinds.count("key")),
+        }
+
+    def level_id(self) -> str | None:
+        return digest(self.raw.grid.encode(), self.raw.agent_pos, self.raw.agent_dir)
+
+    def position(self) -> Any:
+        return [int(self.raw.agent_pos[0]), int(self.raw.agent_pos[1]), int(self.raw.agent_dir)]
+
+    def time_limit(self) -> int | None:
+        return super().time_limit() or int(self.raw.max_steps)
+
+    def observe(self) -> Any:
+        return self.raw.gen_obs()
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        raw = self.raw
+        if self._goals:
+            pos = raw.agent_pos
+            if (int(pos[0]), int(pos[1])) in self._goals:
+                return Verdict(True, 1.0 - 0.9 * (raw.step_count / raw.max_steps), "reached goal")
+        elif terminated and reward > 0:
+            return Verdict(True, float(reward), "mission complete")
+        if terminated:
+            cell = raw.grid.get(*raw.agent_pos)
+            return Verdict(False, 0.0, "lava" if cell is not None and cell.type == "lava" else "mission failed")
+        if truncated:
+            return Verdict(False, 0.0, TIMEOUT)
+        return RUNNING
+
+    # -- edits -------------------------------------------------------------------------
+    def _passable(self, x: int, y: int) -> bool:
+        cell = self.raw.grid.get(x, y)
+        return cell is None or cell.type not in BLOCKING
+
+    def _distances_from(self, start: tuple[int, int]) -> np.ndarray:
+        grid = self.raw.grid
+        return grid_distances(grid.width, grid.height, start, self._passable)
+
+    def _agent(self) -> tuple[int, int]:
+        pos = self.raw.agent_pos
+        return (int(pos[0]), int(pos[1]))
+
+    def _goal_distance(self) -> int:
+        goals = self._cells_of("goal", self.raw)
+        if not goals:
+            return -1
+        dist = self._distances_from(self._agent())
+        reachable = [int(dist[g]) for g in goals if dist[g] >= 0]
+        return min(reachable) if reachable else -1
+
+    def _empty_cells(self) -> list[tuple[int, int]]:
+        grid, agent = self.raw.grid, self._agent()
+        return [
+            (x, y)
+            for x in range(1, grid.width - 1)
+            for y in range(1, grid.height - 1)
+            if grid.get(x, y) is None and (x, y) != agent
+        ]
+
+    def move_goal(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
+        """Move the first goal tile to an empty cell at path distance in ``[min_dist, max_dist]``."""
+        from minigrid.core.world_object import Goal
+
+        goals = self._cells_of("goal", self.raw)
+        if not goals:
+            raise TransformError("MoveGoal: this MiniGrid level has no goal tile; use it on a goal-reaching env")
+        target = pick_by_distance(self._empty_cells(), self._distances_from(self._agent()), min_dist, max_dist, rng)
+        if target is None:
+            return False
+        self.raw.grid.set(*goals[0], None)
+        self.raw.grid.set(*target, Goal())
+        return True
+
+    def move_agent(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
+        """Place the agent on an empty cell whose path distance to the goal lies in the range."""
+        goals = self._cells_of("goal", self.raw)
+        origin = goals[0] if goals else self._agent()
+        target = pick_by_distance(self._empty_cells(), self._distances_from(origin), min_dist, max_dist, rng)
+        if target is None:
+            return False
+        self.raw.agent_pos = target
+        self.raw.agent_dir = int(rng.integers(4))
+        return True
+
+    def _targets_reachable(self, targets: list[tuple[int, int]]) -> bool:
+        dist = self._distances_from(self._agent())
+        return all(dist[t] >= 0 for t in targets)
+
+    def edit_cells(self, kind: str, add: int, remove: int, rng: np.random.Generator, keep_solvable: bool) -> int:
+        """Add ``add`` cells of ``kind`` (wall or lava) on empty interior cells, remove ``remove``.
+
+        With ``keep_solvable`` a placement that cuts the agent off from the goal (or, in
+        goal-less envs, from any object it could reach before) is undone. Returns the
+        number of cells changed.
+        """
+        from minigrid.core.world_object import Lava, Wall
+
+        grid = self.raw.grid
+        changed = 0
+        if remove:
+            interior = [
+                (x, y)
+                for x in range(1, grid.width - 1)
+                for y in range(1, grid.height - 1)
+                if (cell := grid.get(x, y)) is not None and cell.type == kind
+            ]
+            for i in rng.permutation(len(interior))[:remove]:
+                grid.set(*interior[i], None)
+                changed += 1
+        if add:
+            goals = self._cells_of("goal", self.raw)
+            if goals:
+                targets = goals
+            else:
+                dist = self._distances_from(self._agent())
+                targets = [
+                    (x, y)
+                    for x in range(grid.width)
+                    for y in range(grid.height)
+                    if grid.get(x, y) is not None and grid.get(x, y).type not in BLOCKING and dist[x, y] >= 0
+                ]
+            make = Wall if kind == "wall" else Lava
+            placed = 0
+            cells = self._empty_cells()
+            for i in rng.permutation(len(cells)):
+                if placed == add:
+                    break
+                cell = cells[i]
+                grid.set(*cell, make())
+                if keep_solvable and not self._targets_reachable(targets):
+                    grid.set(*cell, None)
+                    continue
+                placed += 1
+            changed += placed
+        return changed

@@ -1,0 +1,280 @@
+"""The ``envharness`` command line: the transform catalog, spec checks, and spec writing.
+
+Contains the typer app (``transforms``, ``check``, ``wrap``), :func:`parse_transform`
+(the ``Name:k=v,...`` syntax) and :func:`main`, which turns every user error into one
+line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from envharness.errors import EnvHarnessError, SpecError
+from envharness.transforms import TRANSFORMS, Transform, get_transform
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Wrap Gymnasium envs with transforms while their original verifier stays enforced.",
+)
+# Tables stay readable when piped (rich would otherwise assume 80 columns).
+console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 160)))
+
+
+# Typer vendors click in recent releases; find its exception bases without importing it by name.
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class UserError(EnvHarnessError):
+    """A bad command-line argument or file."""
+
+
+def _split_top_level(text: str, sep: str = ",") -> list[str]:
+    """Split on ``sep`` outside brackets, braces and quotes."""
+    parts, depth, quote, current = [], 0, "", []
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return [p for p in (p.strip() for p in parts) if p]
+
+
+def parse_value(text: str) -> Any:
+    """A JSON value if ``text`` parses as one (``3``, ``0.5``, ``true``, ``[0,1]``), else the string."""
+    lowered = {"true": True, "false": False, "none": None, "null": None}
+    if text.lower() in lowered:
+        return lowered[text.lower()]
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_assignments(items: list[str], what: str) -> dict[str, Any]:
+    """``["k=v", ...]`` to a dict, with a clear error for a missing ``=``."""
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"{what}: {item!r} is not key=value; write it as e.g. max_dist=3")
+        out[key.strip()] = parse_value(value.strip())
+    return out
+
+
+def parse_transform(text: str) -> Transform:
+    """Build a transform from ``Name`` or ``Name:k=v,k2=v2`` (values are JSON or plain strings).
+
+    Example:
+        >>> parse_transform("MoveGoal:min_dist=2,max_dist=5")
+        MoveGoal(min_dist=2, max_dist=5)
+        >>> parse_transform("BlockAction:actions=[0,1],reason=no turning").actions
+        [0, 1]
+    """
+    name, _, params = text.partition(":")
+    cls = get_transform(name.strip())
+    return cls(**parse_assignments(_split_top_level(params), f"{name.strip()} parameters"))
+
+
+def _bounds_text(field: Any) -> str:
+    lo = next((getattr(m, "ge", getattr(m, "gt", None)) for m in field.metadata if hasattr(m, "ge") or hasattr(m, "gt")), None)
+    hi = next((getattr(m, "le", getattr(m, "lt", None)) for m in field.metadata if hasattr(m, "le") or hasattr(m, "lt")), None)
+    if lo is None and hi is None:
+        return ""
+    return f" in [{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
+
+
+def catalog() -> list[dict[str, Any]]:
+    """The registered transforms as plain data: name, kind, summary, parameters, targets."""
+    rows = []
+    for name, cls in sorted(TRANSFORMS.items(), key=lambda kv: (kv[1].kind, kv[0])):
+        params = []
+        for pname, field in cls.model_fields.items():
+            default = " (required)" if field.is_required() else f"={field.get_default(call_default_factory=True)!r}"
+            params.append(f"{pname}{default}{_bounds_text(field)}")
+        rows.append(
+            {
+                "name": name,
+                "kind": cls.kind,
+                "summary": (cls.__doc__ or "").strip().splitlines()[0].replace("``", ""),
+                "parameters": params,
+                "targets": list(cls.targets),
+                "requires_state_access": cls.requires_state_access,
+            }
+        )
+    return rows
+
+
+@app.command()
+def transforms(
+    kind: str = typer.Option(None, help="Only this kind: state, rule, observation or link."),
+    as_json: bool = typer.Option(False, "--json", help="Print the catalog as JSON."),
+) -> None:
+    """List the transform catalog.
+
+    Example: envharness transforms --kind rule
+    """
+    rows = catalog()
+    if kind is not None:
+        kinds = sorted({r["kind"] for r in rows})
+        if kind not in kinds:
+            raise UserError(f"--kind: got {kind!r}; use one of {', '.join(kinds)}")
+        rows = [r for r in rows if r["kind"] == kind]
+    if as_json:
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"envharness transforms ({len(rows)})")
+    for column in ("name", "kind", "what it does", "parameters", "targets"):
+        table.add_column(column, overflow="fold")
+    for r in rows:
+        cells = (r["name"], r["kind"], r["summary"], "\n".join(r["parameters"]), ", ".join(r["targets"]))
+        table.add_row(*(escape(c) for c in cells))
+    console.print(table)
+
+
+def _read_spec(path: Path) -> Any:
+    from envharness.spec import HarnessSpec
+
+    if not path.is_file():
+        raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
+    return HarnessSpec.from_json(path.read_text())
+
+
+@app.command()
+def check(
+    spec_path: Path = typer.Argument(..., metavar="SPEC.json", help="A spec written by `envharness wrap`."),
+    episodes: int = typer.Option(5, min=1, help="Random-policy episodes to roll out."),
+    seed: int = typer.Option(0, help="Seed of the first episode (episode i uses seed + i)."),
+) -> None:
+    """Build a spec, run Gymnasium's env checker and a short random rollout, print verdict stats.
+
+    Example: envharness check spec.json --episodes 20
+    """
+    from gymnasium.utils.env_checker import check_env
+
+    spec = _read_spec(spec_path)
+    env = spec.build()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(env, skip_render_check=True)
+    env.action_space.seed(seed)
+    lengths, successes, reasons = [], 0, Counter()
+    for i in range(episodes):
+        env.reset(seed=seed + i)
+        done, length = False, 0
+        while not done:
+            _, _, terminated, truncated, info = env.step(env.action_space.sample())
+            done, length = terminated or truncated, length + 1
+        verdict = info["verdict"]
+        successes += verdict.success
+        reasons[verdict.reason] += 1
+        lengths.append(length)
+    env.close()
+    table = Table(title=f"{spec_path.name}: {spec.env_id} + {len(spec.transforms)} transforms (hash {spec.hash()})")
+    for column in ("check_env", "episodes", "success rate", "mean length", "verdict reasons"):
+        table.add_column(column)
+    table.add_row(
+        "passed",
+        str(episodes),
+        f"{successes / episodes:.2f}",
+        f"{sum(lengths) / episodes:.1f}",
+        ", ".join(f"{r}: {n}" for r, n in reasons.most_common()),
+    )
+    console.print(table)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@app.command("wrap")
+def wrap_command(
+    env_id: str = typer.Argument(..., help="Gymnasium id of the base env, e.g. MiniGrid-DoorKey-8x8-v0."),
+    transform: list[str] = typer.Argument(None, metavar="TRANSFORM[:k=v,...]...", help="Transforms in order."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write the spec here (default: print it)."),
+    kwarg: list[str] = typer.Option(None, "-k", "--kwarg", help="Base env keyword argument key=value; repeatable."),
+) -> None:
+    """Write a spec: a base env plus transforms, checked by building it once.
+
+    Example: envharness wrap MiniGrid-DoorKey-8x8-v0 MoveGoal:max_dist=3 ActionSlip:p=0.1 -o spec.json
+    """
+    from envharness.spec import HarnessSpec
+
+    built = [parse_transform(t) for t in (transform or [])]
+    spec = HarnessSpec(
+        env_id=env_id,
+        env_kwargs=parse_assignments(kwarg or [], "--kwarg"),
+        transforms=[t.to_spec() for t in built],
+    )
+    spec.build().close()
+    text = spec.to_json() + "\n"
+    if output is None:
+        print(text, end="")
+    else:
+        write_atomically(output, text)
+        console.print(f"wrote {output} (spec hash {spec.hash()})")
+
+
+def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a typer app; user errors become one line on stderr and exit code 2."""
+    try:
+        result = app(args=argv, prog_name=prog, standalone_mode=False)
+    except typer.Exit as done:
+        return done.exit_code
+    except typer.Abort:
+        print(f"{prog}: aborted", file=sys.stderr)
+        return 130
+    except ClickException as error:
+        message = error.format_message()
+        if type(error).__name__ == "NoArgsIsHelpError":
+            print(message)
+        else:
+            print(f"{prog}: error: {message.splitlines()[0]}", file=sys.stderr)
+        return 2
+    except (EnvHarnessError, SpecError, *known) as error:
+        print(f"{prog}: error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
+        return 2
+    return result if isinstance(result, int) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``envharness``."""
+    sys.exit(run_cli(app, argv, "envharness"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Exceptions raised by envharness.
+
+Contains :class:`EnvHarnessError`, the one base class, and its specific kinds:
+:class:`SpecError` (malformed spec or transform parameters), :class:`UnknownTransformError`,
+:class:`IncompatibleTransformError`, :class:`StateAccessError`, :class:`EnvNotFoundError`
+and :class:`TransformError` (a transform failed while the environment ran).
+
+Every message is one line that says what was wrong and how to fix it, so the CLI can
+print it as is and exit with code 2.
+
+Example:
+    >>> from envharness.transforms import MoveGoal
+    >>> try:
+    ...     MoveGoal(max_dist=0)
+    ... except EnvHarnessError as error:
+    ...     print(type(error).__name__, "-", error)
+    SpecError - MoveGoal.max_dist: got 0; input should be greater than or equal to 1
+"""
+
+from __future__ import annotations
+
+
+class EnvHarnessError(Exception):
+    """Base class of every error envharness raises on purpose."""
+
+
+class SpecError(EnvHarnessError, ValueError):
+    """A spec, transform name or transform parameter is malformed."""
+
+
+class UnknownTransformError(SpecError, KeyError):
+    """A transform name is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class IncompatibleTransformError(EnvHarnessError, TypeError):
+    """A transform cannot reshape this environment (wrong family or spaces)."""
+
+
+class StateAccessError(IncompatibleTransformError):
+    """A state transform was asked of an environment whose state envharness cannot reach."""
+
+
+class EnvNotFoundError(SpecError):
+    """The base environment id is not registered with Gymnasium."""
+
+
+class TransformError(EnvHarnessError, RuntimeError):
+    """A transform could not be applied to a running episode."""

@@ -1,0 +1,144 @@
+"""Specs: a reshaped environment as plain JSON data, and its Gymnasium registration.
+
+Contains :class:`TransformSpec`, :class:`HarnessSpec`, :func:`register` and
+:func:`make_harness` (the Gymnasium entry point of registered specs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from envharness.errors import SpecError
+from envharness.transforms.base import transform_from_spec, validation_message
+
+
+class TransformSpec(BaseModel):
+    """One transform as data: its registry ``name`` and its ``params``.
+
+    Example:
+        >>> TransformSpec(name="ActionSlip", params={"p": 0.2}).model_dump()
+        {'name': 'ActionSlip', 'params': {'p': 0.2}}
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="registered transform name, e.g. 'MoveGoal'")
+    params: dict[str, Any] = Field(default_factory=dict, description="parameter values")
+
+
+class HarnessSpec(BaseModel):
+    """A reshaped environment as data: base env id and kwargs plus ordered transforms.
+
+    Example:
+        >>> spec = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False},
+        ...                    transforms=[{"name": "StepBudget", "params": {"max_steps": 10}}])
+        >>> HarnessSpec.from_json(spec.to_json()) == spec
+        True
+        >>> env = spec.build()
+        >>> env.reset(seed=0)[0]
+        0
+        >>> len(spec.hash())
+        16
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env_id: str = Field(min_length=1, description="Gymnasium id of the base env")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
+    transforms: list[TransformSpec] = Field(default_factory=list, description="transforms, in order")
+
+    @classmethod
+    def coerce(cls, data: Any) -> HarnessSpec:
+        """A spec from a spec, a dict or a JSON string, with one-line errors."""
+        if isinstance(data, HarnessSpec):
+            return data
+        if isinstance(data, str):
+            return cls.from_json(data)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            raise SpecError(validation_message("spec", error)) from None
+
+    @classmethod
+    def from_json(cls, text: str) -> HarnessSpec:
+        """Parse a spec from JSON text."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise SpecError(f"spec: not valid JSON ({error.msg} at line {error.lineno}); fix the file's syntax") from None
+        if not isinstance(data, dict):
+            raise SpecError("spec: expected a JSON object with 'env_id' and 'transforms'; fix the file's top level")
+        return cls.coerce(data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """JSON text that :meth:`from_json` turns back into this spec."""
+        return self.model_dump_json(indent=indent)
+
+    def canonical(self) -> str:
+        """Key-sorted, whitespace-free JSON with parameters normalised through the transforms."""
+        data = self.model_dump(mode="json")
+        data["transforms"] = [transform_from_spec(t).to_spec() for t in data["transforms"]]
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    def hash(self) -> str:
+        """A short, stable identity of what this spec builds (equal specs, equal hashes)."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+    def extended(self, *transforms: Any) -> HarnessSpec:
+        """A copy with ``transforms`` (Transforms, TransformSpecs or dicts) appended.
+
+        Example:
+            >>> from envharness.transforms import StepBudget
+            >>> HarnessSpec(env_id="CartPole-v1").extended(StepBudget(max_steps=9)).transforms[0].params
+            {'max_steps': 9}
+        """
+        added = [t.to_spec() if hasattr(t, "to_spec") else t for t in transforms]
+        return HarnessSpec.coerce({**self.model_dump(), "transforms": [*self.model_dump()["transforms"], *added]})
+
+    def validate_transforms(self) -> None:
+        """Raise :class:`~envharness.errors.SpecError` if a transform name or parameter is bad."""
+        for t in self.transforms:
+            transform_from_spec(t)
+
+    def build(self) -> Any:
+        """The :class:`~envharness.harness.Harness` this spec describes."""
+        from envharness.harness import wrap
+
+        return wrap(self.env_id, *self.transforms, **self.env_kwargs)
+
+
+def make_harness(spec: Any, **overrides: Any) -> Any:
+    """Gymnasium entry point for registered specs: build the harness from spec data."""
+    spec = HarnessSpec.coerce(spec)
+    if overrides:
+        spec = spec.model_copy(update={"env_kwargs": {**spec.env_kwargs, **overrides}})
+    return spec.build()
+
+
+def register(spec: Any, id: str) -> str:
+    """Register ``spec`` as a Gymnasium id so that ``gymnasium.make(id)`` builds it.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> spec = HarnessSpec(env_id="CartPole-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 5}}])
+        >>> register(spec, id="envharness/ShortCartPole-v0")
+        'envharness/ShortCartPole-v0'
+        >>> env = gym.make("envharness/ShortCartPole-v0")
+        >>> _ = env.reset(seed=0)
+        >>> sum(1 for _ in iter(lambda: env.step(0)[3] or env.step(1)[3], True))
+        2
+    """
+    spec = HarnessSpec.coerce(spec)
+    spec.validate_transforms()
+    gym.register(
+        id=id,
+        entry_point="envharness.spec:make_harness",
+        kwargs={"spec": spec.model_dump(mode="json")},
+        disable_env_checker=True,
+    )
+    return id

@@ -1,0 +1,80 @@
+"""The transform catalog: every built-in transform, by kind, and the registry.
+
+Example:
+    >>> from envharness.transforms import TRANSFORMS
+    >>> sorted({cls.kind for cls in TRANSFORMS.values()})
+    ['link', 'observation', 'rule', 'state']
+"""
+
+from envharness.transforms.base import (
+    KINDS,
+    TRANSFORMS,
+    Blocked,
+    LinkTransform,
+    ObservationTransform,
+    RuleTransform,
+    StateTransform,
+    Step,
+    Transform,
+    get_transform,
+    register_transform,
+    transform_from_spec,
+)
+from envharness.transforms.link import Chain
+from envharness.transforms.observation import (
+    DelayObservation,
+    DropField,
+    MaskObservation,
+    ObservationNoise,
+    PartialView,
+    TextHint,
+)
+from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, RemapActions, StepBudget, TerminateOn
+from envharness.transforms.state import (
+    AddLava,
+    AddWalls,
+    FrozenLakeMap,
+    InitialStateNoise,
+    MoveAgent,
+    MoveGoal,
+    PhysicsParams,
+    RemoveWalls,
+    ReplayPrefix,
+)
+
+__all__ = [
+    "KINDS",
+    "TRANSFORMS",
+    "ActionCost",
+    "ActionSlip",
+    "AddLava",
+    "AddWalls",
+    "BlockAction",
+    "Blocked",
+    "Chain",
+    "DelayObservation",
+    "DropField",
+    "FrozenLakeMap",
+    "InitialStateNoise",
+    "LinkTransform",
+    "MaskObservation",
+    "MoveAgent",
+    "MoveGoal",
+    "ObservationNoise",
+    "ObservationTransform",
+    "PartialView",
+    "PhysicsParams",
+    "RemapActions",
+    "RemoveWalls",
+    "ReplayPrefix",
+    "RuleTransform",
+    "StateTransform",
+    "Step",
+    "StepBudget",
+    "TerminateOn",
+    "TextHint",
+    "Transform",
+    "get_transform",
+    "register_transform",
+    "transform_from_spec",
+]

@@ -1,0 +1,303 @@
+"""Transform base classes, the registry, and the records the pipeline passes to them.
+
+Contains :class:`Transform` and its four kinds (:class:`StateTransform`,
+:class:`RuleTransform`, :class:`ObservationTransform`, :class:`LinkTransform`),
+:class:`Blocked` (a rule's refusal of an action), :class:`Step` (the transition a rule
+may reshape), and the registry: :func:`register_transform`, :func:`get_transform`,
+:func:`transform_from_spec`, :data:`TRANSFORMS`.
+
+A transform is immutable data: a pydantic model whose fields are its typed, bounded
+parameters. Everything an episode needs to remember lives in a ``memo`` dict the harness
+owns, so one transform instance can serve many environments at once.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar, Self
+
+import numpy as np
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from envharness.errors import SpecError, UnknownTransformError
+
+TRANSFORMS: dict[str, type[Transform]] = {}
+KINDS = ("state", "rule", "observation", "link")
+
+
+def validation_message(owner: str, error: ValidationError) -> str:
+    """One line naming the first bad field of ``owner`` and how to fix it."""
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "(parameters)"
+    got = first.get("input")
+    hint = first["msg"][0].lower() + first["msg"][1:]
+    if first["type"] == "extra_forbidden":
+        return f"{owner}.{field}: unknown parameter; remove it (see `envharness transforms`)"
+    if first["type"] == "missing":
+        return f"{owner}.{field}: required parameter is missing; give a value for it"
+    return f"{owner}.{field}: got {got!r}; {hint}"
+
+
+class Transform(BaseModel):
+    """A named, immutable, JSON-serializable reshaping of an environment.
+
+    Subclasses declare ``kind`` (one of state, rule, observation, link), the weakness
+    names they ``targets`` (read by the proposer), whether they ``requires_state_access``,
+    and the adapter ``capability`` they need. Parameters are pydantic fields with bounds.
+
+    Example:
+        >>> from envharness.transforms import StepBudget
+        >>> t = StepBudget(max_steps=20)
+        >>> t.to_spec()
+        {'name': 'StepBudget', 'params': {'max_steps': 20}}
+        >>> transform_from_spec(t.to_spec()) == t
+        True
+        >>> t.mutate(np.random.default_rng(0)).max_steps
+        21
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: ClassVar[str] = ""
+    targets: ClassVar[tuple[str, ...]] = ()
+    requires_state_access: ClassVar[bool] = False
+    capability: ClassVar[str | None] = None
+
+    def __init__(self, **params: Any) -> None:
+        try:
+            super().__init__(**params)
+        except ValidationError as error:
+            raise SpecError(validation_message(type(self).__name__, error)) from None
+
+    @property
+    def name(self) -> str:
+        """The registry name: the class name."""
+        return type(self).__name__
+
+    def to_spec(self) -> dict[str, Any]:
+        """``{"name": ..., "params": ...}``: plain JSON data that rebuilds this transform."""
+        return {"name": self.name, "params": self.model_dump(mode="json")}
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        """Raise :class:`~envharness.errors.IncompatibleTransformError` if this env cannot take it.
+
+        Called once at wrap time with the base env's adapter and spaces; the default checks
+        the adapter ``capability``.
+        """
+        if self.capability is not None:
+            adapter.require(self.capability, self.name)
+
+    def proposable(self, adapter: Any) -> bool:
+        """Whether an automatic proposer should offer this reshaping for this env (it is always *allowed*)."""
+        return True
+
+    def mutate(self, rng: np.random.Generator) -> Self:
+        """A neighbour of this transform: one bounded numeric parameter nudged, others kept.
+
+        Pure: ``self`` is unchanged and the same ``rng`` state gives the same result.
+        Integers move by one step, floats by a tenth of their range; the result stays
+        within the declared bounds.
+        """
+        numeric = [
+            (name, field)
+            for name, field in type(self).model_fields.items()
+            if field.annotation in (int, float) and _bounds(field) != (-math.inf, math.inf)
+        ]
+        if not numeric:
+            return self
+        name, field = numeric[int(rng.integers(len(numeric)))]
+        lo, hi = _bounds(field)
+        value = getattr(self, name)
+        if field.annotation is int:
+            new = value + int(rng.choice((-1, 1)))
+            new = int(min(max(new, math.ceil(lo)), math.floor(hi)))
+        else:
+            span = (hi - lo) if math.isfinite(hi - lo) else max(abs(value), 1.0)
+            new = float(np.clip(value + rng.normal(0.0, 0.1 * span), lo, hi))
+        return type(self)(**{**self.model_dump(), name: new})
+
+
+def _bounds(field: Any) -> tuple[float, float]:
+    lo, hi = -math.inf, math.inf
+    for meta in field.metadata:
+        if isinstance(meta, Ge):
+            lo = meta.ge
+        elif isinstance(meta, Gt):
+            lo = meta.gt + (1 if field.annotation is int else 1e-9)
+        elif isinstance(meta, Le):
+            hi = meta.le
+        elif isinstance(meta, Lt):
+            hi = meta.lt - (1 if field.annotation is int else 1e-9)
+    return float(lo), float(hi)
+
+
+class StateTransform(Transform):
+    """Reshapes where an episode starts or what the world holds, at reset, via the adapter.
+
+    Subclasses implement :meth:`apply` by calling an adapter edit and re-reading the
+    observation; ``capability`` names the edit so incompatible envs fail at wrap time.
+
+    Example:
+        >>> from envharness.transforms import MoveGoal
+        >>> MoveGoal.kind, MoveGoal.capability, MoveGoal.requires_state_access
+        ('state', 'goal', True)
+    """
+
+    kind: ClassVar[str] = "state"
+    requires_state_access: ClassVar[bool] = True
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        """Edit the freshly reset base env through ``adapter``; return the new observation."""
+        raise NotImplementedError
+
+
+class Blocked:
+    """A rule transform's refusal of an action: the base env does not step.
+
+    Example:
+        >>> Blocked("door is sealed").reason
+        'door is sealed'
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"Blocked({self.reason!r})"
+
+
+class Step:
+    """One transition as rule transforms see it; they may edit reward, ends and info.
+
+    ``obs`` is the base env's raw observation, ``blocked`` the refusal reason when no base
+    step happened, and ``end_reason`` names why a rule ended the episode.
+
+    Example:
+        >>> step = Step(action=1, obs=0, reward=1.0, terminated=False, truncated=False, info={})
+        >>> step.reward -= 0.25; step.truncated = True; step.end_reason = "timeout"
+        >>> step.reward, step.truncated, step.blocked
+        (0.75, True, None)
+    """
+
+    __slots__ = ("obs", "reward", "terminated", "truncated", "info", "blocked", "end_reason", "action")
+
+    def __init__(self, action, obs, reward, terminated, truncated, info, blocked=None):
+        self.action = action
+        self.obs = obs
+        self.reward = reward
+        self.terminated = terminated
+        self.truncated = truncated
+        self.info = info
+        self.blocked = blocked
+        self.end_reason: str | None = None
+
+
+class RuleTransform(Transform):
+    """Reshapes the interaction: what actions are allowed, what they do, reward and ends.
+
+    Override any of the hooks; the harness calls ``on_action`` and ``on_transition`` only
+    for classes that override them, so unused hooks cost nothing per step.
+
+    Example:
+        >>> import numpy as np
+        >>> from envharness.transforms import BlockAction
+        >>> rule, memo = BlockAction(actions=[2]), {}
+        >>> rule.on_action(2, memo, np.random.default_rng(0))
+        Blocked('action blocked')
+        >>> rule.on_action(1, memo, np.random.default_rng(0))
+        1
+    """
+
+    kind: ClassVar[str] = "rule"
+
+    def bind(self, memo: dict, action_space: Any) -> None:
+        """Once per harness, before the first episode: note what the rule needs of the env."""
+
+    def on_reset(self, memo: dict, obs: Any, rng: np.random.Generator) -> None:
+        """Start an episode (``obs`` is the base env's first observation)."""
+
+    def on_action(self, action: Any, memo: dict, rng: np.random.Generator) -> Any:
+        """Return the action to take, or :class:`Blocked` to refuse it."""
+        return action
+
+    def on_transition(self, step: Step, memo: dict) -> None:
+        """Edit ``step`` after the base step (reward shaping, budgets, extra ends)."""
+
+
+class ObservationTransform(Transform):
+    """Reshapes what the agent sees; declares the observation space it produces.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from envharness.transforms import DropField
+        >>> space = gym.spaces.Dict({"image": gym.spaces.Discrete(3), "direction": gym.spaces.Discrete(4)})
+        >>> DropField(field="direction").observation_space(space)
+        Dict('image': Discrete(3))
+    """
+
+    kind: ClassVar[str] = "observation"
+
+    def observation_space(self, space: Any) -> Any:
+        """The space of observations this transform emits given the incoming ``space``."""
+        return space
+
+    def bind(self, memo: dict, space: Any) -> None:
+        """Once per harness: note what this transform needs of the incoming ``space``."""
+
+    def on_reset(self, memo: dict, rng: np.random.Generator) -> None:
+        """Start an episode."""
+
+    def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
+        """Return the observation the agent sees."""
+        return obs
+
+
+class LinkTransform(Transform):
+    """Runs another environment after this one within the same episode.
+
+    Example:
+        >>> from envharness.transforms import Chain
+        >>> Chain(env_id="CartPole-v1").build().spec.id
+        'CartPole-v1'
+    """
+
+    kind: ClassVar[str] = "link"
+
+    def build(self) -> Any:
+        """Make the harness that runs after the current one."""
+        raise NotImplementedError
+
+
+def register_transform(cls: type[Transform]) -> type[Transform]:
+    """Class decorator: make ``cls`` available by name to specs and the CLI."""
+    if cls.kind not in KINDS:
+        raise SpecError(f"{cls.__name__}.kind: got {cls.kind!r}; use one of {', '.join(KINDS)}")
+    TRANSFORMS[cls.__name__] = cls
+    return cls
+
+
+def get_transform(name: str) -> type[Transform]:
+    """The transform class registered under ``name``."""
+    try:
+        return TRANSFORMS[name]
+    except KeyError:
+        close = [n for n in TRANSFORMS if n.lower() == name.lower()]
+        hint = f"did you mean {close[0]!r}?" if close else "run `envharness transforms` for the catalog"
+        raise UnknownTransformError(f"transform name {name!r} is not registered; {hint}") from None
+
+
+def transform_from_spec(spec: Any) -> Transform:
+    """Build a transform from a :class:`Transform`, a ``{"name", "params"}`` dict or a TransformSpec."""
+    if isinstance(spec, Transform):
+        return spec
+    if hasattr(spec, "model_dump"):
+        spec = spec.model_dump()
+    if not isinstance(spec, dict) or "name" not in spec:
+        raise SpecError(f"transform: got {spec!r}; give a Transform or a dict with 'name' and 'params'")
+    params = spec.get("params") or {}
+    if not isinstance(params, dict):
+        raise SpecError(f"{spec['name']}.params: got {params!r}; give an object of parameter values")
+    return get_transform(str(spec["name"]))(**params)

@@ -1,0 +1,46 @@
+"""Link transforms: chain environments into one episode.
+
+Contains :class:`Chain`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field
+
+from envharness.transforms.base import LinkTransform, register_transform
+
+
+@register_transform
+class Chain(LinkTransform):
+    """After this env's episode succeeds, continue in ``env_id`` (reshaped by ``transforms``).
+
+    One episode, two verifiers: success is verdict(A) AND verdict(B). If A fails the
+    episode ends there. Both envs must have the same observation and action spaces.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", Chain(env_id="FrozenLake-v1",
+        ...     env_kwargs={"is_slippery": False}), is_slippery=False)
+        >>> _ = env.reset(seed=0)
+        >>> for action in [1, 1, 2, 2, 1, 2]:
+        ...     obs, reward, terminated, truncated, info = env.step(action)
+        >>> obs, terminated, info["verdict"].reason, info["segment"]
+        (0, False, 'in progress', 1)
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ("early_success", "timeout")
+
+    env_id: str = Field(min_length=1, description="Gymnasium id of the env that follows")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
+    transforms: list[dict[str, Any]] = Field(default_factory=list, description="transform specs for the linked env")
+
+    def build(self) -> Any:
+        from envharness.harness import wrap
+
+        return wrap(self.env_id, *self.transforms, **self.env_kwargs)
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        return self

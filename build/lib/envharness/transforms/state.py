@@ -1,0 +1,303 @@
+"""State transforms: reshape where an episode starts and what the world holds, at reset.
+
+Contains :class:`MoveGoal`, :class:`MoveAgent`, :class:`AddWalls`, :class:`RemoveWalls`,
+:class:`AddLava`, :class:`FrozenLakeMap`, :class:`PhysicsParams`,
+:class:`InitialStateNoise` and :class:`ReplayPrefix`. All but ``ReplayPrefix`` edit the
+base env through its adapter; ``ReplayPrefix`` only steps it, so it works on any env.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import Field, model_validator
+
+from envharness.errors import IncompatibleTransformError, TransformError
+from envharness.transforms.base import StateTransform, register_transform
+
+
+class _Distance(StateTransform):
+    """Shared parameters: a path-distance band between agent and goal."""
+
+    min_dist: int = Field(1, ge=1, le=100, description="smallest agent-goal path distance")
+    max_dist: int = Field(3, ge=1, le=100, description="largest agent-goal path distance")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Any:
+        if self.min_dist > self.max_dist:
+            raise ValueError(f"min_dist ({self.min_dist}) exceeds max_dist ({self.max_dist}); swap them")
+        return self
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        lo, hi = self.min_dist, self.max_dist
+        step = int(rng.choice((-1, 1)))
+        if rng.random() < 0.5:
+            lo = int(np.clip(lo + step, 1, hi))
+        else:
+            hi = int(np.clip(hi + step, lo, 100))
+        return type(self)(**{**self.model_dump(), "min_dist": lo, "max_dist": hi})
+
+
+@register_transform
+class MoveGoal(_Distance):
+    """Move the goal to a random free cell at path distance ``[min_dist, max_dist]`` from the agent.
+
+    Works on MiniGrid goal envs, FrozenLake and Taxi (the destination). If no cell fits
+    the band the level is left as generated.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-8x8-v0", MoveGoal(min_dist=2, max_dist=2))
+        >>> _, info = env.reset(seed=3)
+        >>> info["level"]["goal_distance"]
+        2.0
+    """
+
+    capability: ClassVar[str] = "goal"
+    targets: ClassVar[tuple[str, ...]] = ("feature_region:goal_distance", "timeout", "loop")
+
+    def proposable(self, adapter: Any) -> bool:
+        # Moving a goal the agent cannot see turns the task partially observable, not harder.
+        return adapter.observes_goal
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.move_goal(rng, self.min_dist, self.max_dist)
+        return adapter.observe()
+
+
+@register_transform
+class MoveAgent(_Distance):
+    """Start the agent on a random free cell at path distance ``[min_dist, max_dist]`` from the goal.
+
+    Works on MiniGrid, FrozenLake, Taxi (taxi to passenger) and CliffWalking.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", MoveAgent(min_dist=1, max_dist=1), is_slippery=False)
+        >>> _, info = env.reset(seed=0)
+        >>> info["level"]["goal_distance"]
+        1.0
+    """
+
+    capability: ClassVar[str] = "agent"
+    # Starting nearer the goal is a reverse curriculum for anything that stops the agent on the way.
+    targets: ClassVar[tuple[str, ...]] = (
+        "feature_region:goal_distance", "early_failure", "timeout", "loop", "terminal_cause:hole", "terminal_cause:lava",
+    )
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.move_agent(rng, self.min_dist, self.max_dist)
+        return adapter.observe()
+
+
+class _CellEdit(StateTransform):
+    """Removes ``count`` cells of ``cell_kind``; :class:`_CellAdd` adds them instead."""
+
+    count: int = Field(2, ge=1, le=50, description="how many cells to change")
+
+    cell_kind: ClassVar[str] = ""
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        keep_solvable = getattr(self, "keep_solvable", None)
+        add, remove = (self.count, 0) if keep_solvable is not None else (0, self.count)
+        adapter.edit_cells(self.cell_kind, add, remove, rng, bool(keep_solvable))
+        return adapter.observe()
+
+
+class _CellAdd(_CellEdit):
+    keep_solvable: bool = Field(True, description="undo a placement that cuts the agent off from the goal")
+
+
+@register_transform
+class AddWalls(_CellAdd):
+    """Add ``count`` interior walls on free cells of a MiniGrid level, keeping it solvable.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-8x8-v0", AddWalls(count=5))
+        >>> _, info = env.reset(seed=0)
+        >>> info["level"]["n_walls"], info["level"]["goal_distance"] > 0
+        (5.0, True)
+    """
+
+    capability: ClassVar[str] = "walls"
+    cell_kind: ClassVar[str] = "wall"
+    targets: ClassVar[tuple[str, ...]] = ("loop", "blocked_action")
+
+
+@register_transform
+class RemoveWalls(_CellEdit):
+    """Remove up to ``count`` interior walls of a MiniGrid level (outer walls stay).
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-FourRooms-v0", RemoveWalls(count=10))
+        >>> base = envharness.wrap("MiniGrid-FourRooms-v0")
+        >>> walls = lambda e: e.reset(seed=0)[1]["level"]["n_walls"]
+        >>> walls(base) - walls(env)
+        10.0
+    """
+
+    capability: ClassVar[str] = "walls"
+    cell_kind: ClassVar[str] = "wall"
+    targets: ClassVar[tuple[str, ...]] = ("timeout", "feature_region:n_walls")
+
+
+@register_transform
+class AddLava(_CellAdd):
+    """Add ``count`` lava tiles on free cells of a MiniGrid level, keeping a safe path to the goal.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-8x8-v0", AddLava(count=4))
+        >>> env.reset(seed=0)[1]["level"]["n_lava"]
+        4.0
+    """
+
+    capability: ClassVar[str] = "lava"
+    cell_kind: ClassVar[str] = "lava"
+    targets: ClassVar[tuple[str, ...]] = ("terminal_cause:lava", "feature_region:n_lava")
+
+
+@register_transform
+class FrozenLakeMap(StateTransform):
+    """Edit FrozenLake's holes: add ``add_holes`` on frozen tiles, remove ``remove_holes``.
+
+    With ``keep_solvable`` a hole that cuts the start off from the goal is not placed.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", FrozenLakeMap(add_holes=3, remove_holes=0))
+        >>> env.reset(seed=0)[1]["level"]["n_holes"]
+        7.0
+    """
+
+    capability: ClassVar[str] = "map"
+    targets: ClassVar[tuple[str, ...]] = ("terminal_cause:hole", "feature_region:n_holes")
+
+    add_holes: int = Field(1, ge=0, le=30, description="frozen tiles turned into holes")
+    remove_holes: int = Field(0, ge=0, le=30, description="holes turned into frozen tiles")
+    keep_solvable: bool = Field(True, description="never cut the start off from the goal")
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.edit_cells("hole", self.add_holes, self.remove_holes, rng, self.keep_solvable)
+        return adapter.observe()
+
+
+@register_transform
+class PhysicsParams(StateTransform):
+    """Set classic-control physical constants; unset fields keep the env's values.
+
+    CartPole takes ``gravity``, ``pole_length`` (half length), ``pole_mass``,
+    ``cart_mass`` and ``force``; MountainCar ``gravity`` and ``force``; Acrobot
+    ``link_length`` and ``link_mass`` (both links).
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("CartPole-v1", PhysicsParams(pole_length=1.0, gravity=12.0))
+        >>> info = env.reset(seed=0)[1]
+        >>> info["level"]["pole_length"], info["level"]["gravity"]
+        (1.0, 12.0)
+    """
+
+    capability: ClassVar[str] = "physics"
+    targets: ClassVar[tuple[str, ...]] = ("terminal_cause:pole_fell", "high_variance", "feature_region")
+
+    gravity: float | None = Field(None, ge=0.1, le=50.0, description="gravitational acceleration")
+    pole_length: float | None = Field(None, ge=0.05, le=5.0, description="CartPole pole half-length")
+    pole_mass: float | None = Field(None, ge=0.01, le=10.0, description="CartPole pole mass")
+    cart_mass: float | None = Field(None, ge=0.1, le=20.0, description="CartPole cart mass")
+    force: float | None = Field(None, ge=1e-4, le=100.0, description="push force (CartPole, MountainCar)")
+    link_length: float | None = Field(None, ge=0.2, le=3.0, description="Acrobot link lengths")
+    link_mass: float | None = Field(None, ge=0.1, le=10.0, description="Acrobot link masses")
+
+    def values(self) -> dict[str, float]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        super().check(adapter, observation_space, action_space)
+        unsupported = sorted(set(self.values()) - adapter.physics_names)
+        if unsupported:
+            raise IncompatibleTransformError(
+                f"PhysicsParams.{unsupported[0]}: {type(adapter.raw).__name__} has no such constant; "
+                f"use one of {', '.join(sorted(adapter.physics_names))}"
+            )
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        values = self.values()
+        if not values:
+            return self
+        name = sorted(values)[int(rng.integers(len(values)))]
+        field = type(self).model_fields[name]
+        lo = next(m.ge for m in field.metadata if hasattr(m, "ge"))
+        hi = next(m.le for m in field.metadata if hasattr(m, "le"))
+        new = float(np.clip(values[name] * rng.uniform(0.8, 1.25), lo, hi))
+        return type(self)(**{**values, name: new})
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.set_physics(self.values())
+        return obs
+
+
+@register_transform
+class InitialStateNoise(StateTransform):
+    """Add uniform noise in ``[-scale, scale]`` to a classic-control env's initial state.
+
+    Example:
+        >>> import envharness, gymnasium as gym
+        >>> plain = gym.make("CartPole-v1").reset(seed=0)[0]
+        >>> noisy = envharness.wrap("CartPole-v1", InitialStateNoise(scale=0.1)).reset(seed=0)[0]
+        >>> bool(abs(noisy - plain).max() > 0.001)
+        True
+    """
+
+    capability: ClassVar[str] = "initial_state"
+    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure")
+
+    scale: float = Field(0.05, ge=0.0, le=1.0, description="half-width of the uniform noise")
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.perturb_initial_state(rng, self.scale)
+        return adapter.observe()
+
+
+@register_transform
+class ReplayPrefix(StateTransform):
+    """Start each episode after replaying ``actions`` on the base env (the task's setup).
+
+    Needs no state access, so it works on any env. A prefix that ends the episode is an
+    error: shorten it.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", ReplayPrefix(actions=[2, 2]), is_slippery=False)
+        >>> env.reset(seed=0)[0]
+        2
+    """
+
+    requires_state_access: ClassVar[bool] = False
+    targets: ClassVar[tuple[str, ...]] = ("early_failure", "loop")
+
+    actions: list[Any] = Field(default_factory=list, max_length=1000, description="actions replayed at reset")
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        for i, action in enumerate(self.actions):
+            if not action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action):
+                raise IncompatibleTransformError(
+                    f"ReplayPrefix.actions[{i}]: {action!r} is not in the action space {action_space}; fix that action"
+                )
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        if not self.actions:
+            return self
+        return type(self)(actions=self.actions[: int(rng.integers(len(self.actions) + 1))])
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        for i, action in enumerate(self.actions):
+            obs, _, terminated, truncated, _ = adapter.env.step(action)
+            if terminated or truncated:
+                raise TransformError(
+                    f"ReplayPrefix.actions: the episode ended at prefix step {i}; shorten the prefix below {i + 1} actions"
+                )
+        return obs

@@ -1,0 +1,374 @@
+"""The ``envrigger`` command line.
+
+Contains the typer app and :func:`main`. ``envrigger demo`` is the end-to-end job on a
+built-in default: wrap a benchmark, roll out a random and a reference policy on the
+original and the reshaped env, and print the verdicts side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+import envharness
+from envharness.cli import UserError, parse_transform, run_cli, write_atomically
+from envharness.cli import console as harness_console
+from envrigger.trajectory import TrajectoryStore
+from envrigger.policies import RandomPolicy, reference_policy
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    help="Record agents, diagnose their weaknesses, and reshape environments to target them.",
+)
+console = harness_console
+
+DEFAULT_ENV = "MiniGrid-DoorKey-8x8-v0"
+DEFAULT_TRANSFORMS = ["MoveGoal:min_dist=6,max_dist=12", "ActionSlip:p=0.1", "AddLava:count=3"]
+
+
+def run_episodes(env: Any, policy: Any, seeds: list[int]) -> dict[str, Any]:
+    """Roll ``policy`` out once per seed (reseeding it per episode, as rollouts do); summarize the verdicts."""
+    successes, lengths, reasons = 0, [], Counter()
+    for seed in seeds:
+        if hasattr(policy, "reset"):
+            policy.reset(seed)
+        obs, info = env.reset(seed=seed)
+        done, length = False, 0
+        while not done:
+            obs, _, terminated, truncated, info = env.step(policy.act(obs, info))
+            done, length = terminated or truncated, length + 1
+        verdict = info["verdict"]
+        successes += verdict.success
+        reasons[verdict.reason] += 1
+        lengths.append(length)
+    return {
+        "success_rate": successes / len(seeds),
+        "mean_length": sum(lengths) / len(lengths),
+        "reasons": dict(reasons.most_common()),
+    }
+
+
+@app.command()
+def demo(
+    env_id: str = typer.Option(DEFAULT_ENV, "--env", help="Gymnasium id of the base env."),
+    transform: list[str] = typer.Option(None, "-t", "--transform", help="Transform Name:k=v,...; repeatable."),
+    episodes: int = typer.Option(20, min=1, help="Episodes per policy and env."),
+    seed: int = typer.Option(0, help="First level seed; episode i uses seed + i."),
+) -> None:
+    """Wrap a benchmark, roll out random and reference policies, print the verdicts.
+
+    Example: envrigger demo --env FrozenLake-v1 -t FrozenLakeMap:add_holes=3 --episodes 50
+    """
+    specs = transform if transform else (DEFAULT_TRANSFORMS if env_id == DEFAULT_ENV else [])
+    transforms = [parse_transform(t) for t in specs]
+    seeds = list(range(seed, seed + episodes))
+    started = time.perf_counter()
+    table = Table(title=f"{env_id}: original vs reshaped, {episodes} episodes each (seeds {seeds[0]}..{seeds[-1]})")
+    for column in ("env", "policy", "success rate", "mean length", "verdict reasons"):
+        table.add_column(column)
+    for label, stack in (("original", []), ("reshaped", transforms)):
+        env = envharness.wrap(env_id, *stack)
+        policies = [RandomPolicy(env.action_space, seed=seed)]
+        try:
+            policies.append(reference_policy(env))
+        except ValueError as missing:
+            console.print(f"[yellow]{missing}[/yellow]")
+        for policy in policies:
+            stats = run_episodes(env, policy, seeds)
+            reasons = ", ".join(f"{r}: {n}" for r, n in stats["reasons"].items())
+            table.add_row(label, policy.name, f"{stats['success_rate']:.2f}", f"{stats['mean_length']:.1f}", reasons)
+        env.close()
+    described = [f"{t.name}({', '.join(f'{k}={v!r}' for k, v in t.model_dump(exclude_none=True).items())})" for t in transforms]
+    console.print(f"reshaped with: {', '.join(described) or '(nothing)'}")
+    console.print(table)
+    from envharness.spec import HarnessSpec
+    from envrigger.diagnose import diagnose
+    from envrigger.report import findings_table
+    from envrigger.rollout import rollout
+
+    spec = HarnessSpec(env_id=env_id, transforms=[t.to_spec() for t in transforms])
+    store = rollout(spec, "random", seeds=seeds, policy_seed=seed, backend="serial")
+    console.print("What goes wrong for the random policy on the reshaped env (envrigger diagnose):")
+    console.print(findings_table(diagnose(store)))
+    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier; run stored in {store.path}")
+
+
+@app.command()
+def collect(
+    spec_path: str = typer.Argument(..., metavar="SPEC.json|ENV_ID", help="A spec file, or a Gymnasium id for the unreshaped env."),
+    policy: str = typer.Option("random", "--policy", help="random, reference, or a saved learner (Q-table .json, SB3 .zip)."),
+    episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="Episodes to run; level seeds are --seed .. --seed+N-1."),
+    seed: int = typer.Option(0, "--seed", min=0, help="First level seed."),
+    policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),
+    backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Worker processes (default: all cores)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
+) -> None:
+    """Roll a policy out on a spec and store the trajectories as Parquet.
+
+    Example: envrigger collect spec.json --policy reference --episodes 200 --workers 2 -o runs/doorkey
+    """
+    from envharness.spec import HarnessSpec
+    from envrigger.rollout import rollout
+
+    spec_file = Path(spec_path)
+    if spec_file.suffix == ".json" or spec_file.exists():
+        if not spec_file.is_file():
+            raise UserError(f"SPEC: {spec_file} does not exist; write one with `envharness wrap ENV_ID ... -o {spec_file}`")
+        spec = HarnessSpec.from_json(spec_file.read_text())
+    else:
+        spec = HarnessSpec(env_id=spec_path)
+    started = time.perf_counter()
+    store = rollout(spec, policy, seeds=range(seed, seed + episodes), backend=backend, workers=workers,
+                    policy_seed=policy_seed, out=output, progress=True)
+    summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
+
+
+def summarize_run(store: Any, title: str) -> None:
+    """Print a run's success rate, lengths, verdict reasons and errors as a table."""
+    table = store.episodes_table(["success", "length", "reason", "error"]).to_pydict()
+    n = len(table["success"])
+    reasons = Counter(table["reason"])
+    errors = sum(e is not None for e in table["error"])
+    out = Table(title=title)
+    for column in ("episodes", "success rate", "mean length", "verdict reasons", "errors"):
+        out.add_column(column)
+    out.add_row(
+        str(n),
+        f"{sum(table['success']) / max(n, 1):.2f}",
+        f"{sum(table['length']) / max(n, 1):.1f}",
+        ", ".join(f"{r}: {c}" for r, c in reasons.most_common(6)),
+        str(errors),
+    )
+    console.print(out)
+
+
+@app.command()
+def convert(
+    source: str = typer.Argument(..., help="A run directory or a .jsonl file (or minari:DATASET_ID)."),
+    destination: str = typer.Argument(..., help="A .jsonl file, a new run directory, or minari:DATASET_ID."),
+) -> None:
+    """Convert trajectories between run directories, JSONL files and Minari datasets.
+
+    Example: envrigger convert agent-log.jsonl runs/agent   (import an external harness's episodes)
+    """
+    from envrigger.jsonl import export_jsonl, import_jsonl
+
+    if source.startswith("minari:") or destination.startswith("minari:"):
+        from envrigger.minari_io import export_minari, import_minari
+
+        if source.startswith("minari:"):
+            store = import_minari(source.removeprefix("minari:"), destination)
+            summarize_run(store, f"{source} -> {destination}")
+        else:
+            count = export_minari(TrajectoryStore(source), destination.removeprefix("minari:"))
+            console.print(f"wrote {count} episodes to Minari dataset {destination.removeprefix('minari:')}")
+        return
+    if source.endswith(".jsonl"):
+        store = import_jsonl(source, destination)
+        summarize_run(store, f"{source} -> {destination}")
+    elif destination.endswith(".jsonl"):
+        count = export_jsonl(TrajectoryStore(source), destination)
+        console.print(f"wrote {count} episodes to {destination}")
+    else:
+        raise UserError(f"convert: one side must be a .jsonl file or minari:ID, got {source!r} -> {destination!r}")
+
+
+@app.command("diagnose")
+def diagnose_command(
+    run: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory (from collect or convert)."),
+    fmt: str = typer.Option("table", "--format", "-f", help="table, json or html."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write json/html here (html default: RUN_DIR/report.html)."),
+) -> None:
+    """Find recurring weaknesses in a run, ranked by severity, with evidence to replay.
+
+    Example: envrigger diagnose runs/doorkey --format html -o doorkey.html
+    """
+    from envrigger.diagnose import diagnose
+    from envrigger.report import findings_table, render_html
+
+    formats = ("table", "json", "html")
+    if fmt not in formats:
+        raise UserError(f"--format: got {fmt!r}; use one of {', '.join(formats)}")
+    if fmt == "table" and output is not None:
+        raise UserError("--output: the table goes to the terminal; use --format json or html to write a file")
+    store = TrajectoryStore(run)
+    result = diagnose(store)
+    if fmt == "table":
+        console.print(findings_table(result))
+    elif fmt == "json":
+        text = result.model_dump_json(indent=2)
+        if output is None:
+            print(text)
+        else:
+            write_atomically(output, text + "\n")
+            console.print(f"wrote {output}")
+    else:
+        target = output or run / "report.html"
+        write_atomically(target, render_html(result, store))
+        console.print(f"wrote {target} ({len(result.findings)} findings)")
+
+
+DEFAULT_RUN_ENV = "FrozenLake-v1"
+DEFAULT_RUN_KWARGS = {"map_name": "8x8", "is_slippery": False}
+
+
+def _spec_from(argument: str | None) -> Any:
+    from envharness.spec import HarnessSpec
+
+    if argument is None:
+        return HarnessSpec(env_id=DEFAULT_RUN_ENV, env_kwargs=DEFAULT_RUN_KWARGS)
+    path = Path(argument)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
+        return HarnessSpec.from_json(path.read_text())
+    return HarnessSpec(env_id=argument)
+
+
+@app.command("run")
+def run_command(
+    env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help="Base env (default: FrozenLake 8x8, not slippery)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
+    resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
+    learner: str = typer.Option("qlearning", "--learner", help="Learner to train: qlearning."),
+    budget_steps: int = typer.Option(20_000, "--budget-steps", min=100, help="Training steps per round, per learner."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of collect -> ... -> evaluate."),
+    collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Episodes collected for diagnosis each round."),
+    eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes of the original env each round."),
+    candidates: int = typer.Option(6, "--candidates", min=1, help="Candidates validated per round."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
+    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
+    backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+) -> None:
+    """Collect, diagnose, propose, validate, admit, train on a curriculum and evaluate held-out, for R rounds.
+
+    Example: envrigger run MiniGrid-Empty-8x8-v0 --rounds 3 --budget-steps 30000 -o runs/empty
+    """
+    from envrigger.loop import LoopConfig, run_loop
+
+    if (output is None) == (resume is None):
+        raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
+    config = None
+    if output is not None:
+        if backend not in ("serial", "process", "ray"):
+            raise UserError(f"--backend: got {backend!r}; use one of serial, process, ray")
+        spec = _spec_from(env)
+        spec.build().close()
+        config = LoopConfig(spec=spec, learner=learner, rounds=rounds, budget_steps=budget_steps, collect_episodes=collect_episodes,
+                            eval_episodes=eval_episodes, candidates_per_round=candidates, seed=seed, workers=workers, backend=backend)
+        if learner not in ("qlearning",):
+            raise UserError(f"--learner: got {learner!r}; use qlearning")
+    target = output or resume
+    table = Table(title=f"envrigger run {target}: held-out success on the original env (95% CI)")
+    for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner", "time"):
+        table.add_column(column, overflow="fold")
+
+    def show(summary: dict[str, Any]) -> None:
+        c, b = summary["heldout_curriculum"], summary["heldout_baseline"]
+        table.add_row(
+            str(summary["round"]), ", ".join(summary["findings"][:3]) or "-", str(summary["candidates"]),
+            str(len(summary["admitted"])), ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-",
+            str(summary["library_size"]), f"{c['success']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]",
+            f"{b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]", f"{summary['wall_time']:.0f}s",
+        )
+        console.print(f"round {summary['round']} done: curriculum {c['success']:.2f} vs baseline {b['success']:.2f} held-out")
+
+    summaries = run_loop(target, config, on_round=show, log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    if not table.rows:
+        for summary in summaries:
+            show(summary)
+    console.print(table)
+    last = summaries[-1]
+    c, b = last["heldout_curriculum"], last["heldout_baseline"]
+    console.print(
+        f"held-out result after {last['round']} rounds: curriculum learner {c['success']:.2f} "
+        f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] vs baseline {b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}] "
+        f"(same training steps; mean length {c['mean_length']:.1f} vs {b['mean_length']:.1f}); library: {target / 'library.db'}"
+    )
+
+
+library_app = typer.Typer(help="Inspect and edit an admitted-environment library.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(library_app, name="library")
+
+
+@library_app.command("list")
+def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it).")) -> None:
+    """List admitted components.
+
+    Example: envrigger library list runs/demo
+    """
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    table = Table(title=f"{library.path} (version {library.version})")
+    for column in ("id", "hash", "finding", "transforms", "learnability", "round", "origin"):
+        table.add_column(column, overflow="fold")
+    for c in library.components():
+        learn = next((g for g in c.gates if g["gate"] == "learnability"), {}).get("statistic", {})
+        added = ", ".join(t.name + json.dumps(t.params) for t in c.spec.transforms)
+        table.add_row(str(c.id), c.hash, c.finding, added, f"{learn.get('rate', 0):.2f} (n={learn.get('rollouts', 0)})",
+                      str(c.round), c.origin)
+    console.print(table)
+
+
+@library_app.command("show")
+def library_show(path: Path = typer.Argument(..., metavar="LIBRARY"), component: str = typer.Argument(..., help="id or hash")) -> None:
+    """Print one component with its spec and every gate's statistic, as JSON."""
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    print(library.get(component).model_dump_json(indent=2))
+
+
+@library_app.command("remove")
+def library_remove(path: Path = typer.Argument(..., metavar="LIBRARY"), component: int = typer.Argument(..., help="component id")) -> None:
+    """Remove a component (the library version moves on)."""
+    from envrigger.library import Library
+
+    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    library.remove(component)
+    console.print(f"removed component {component}; library version {library.version}")
+
+
+@app.command("export")
+def export_command(
+    path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it)."),
+    to: Path = typer.Option(..., "--to", help="Output directory."),
+    package: str = typer.Option("envrigger_envs", "--package", help="Python package name of the generated package."),
+) -> None:
+    """Write a JSON registry of admitted specs and a pip-installable package registering them as Gymnasium ids.
+
+    Example: envrigger export runs/demo --to dist --package lake_envs && pip install dist/lake_envs
+    """
+    from envrigger.export import export_library
+    from envrigger.library import Library
+
+    written = export_library(Library(path / "library.db" if path.is_dir() else path, create=False), to, package)
+    console.print(f"wrote {written['registry']} and package {written['package']} (pip install {written['package']})")
+
+
+@app.command()
+def version() -> None:
+    """Print the envrigger version."""
+    from envrigger import __version__
+
+    print(__version__)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point of ``envrigger``."""
+    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError)))
+
+
+if __name__ == "__main__":
+    main()

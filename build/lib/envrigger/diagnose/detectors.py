@@ -1,0 +1,310 @@
+"""Detectors: from per-episode facts to findings.
+
+Contains :class:`DiagnoseConfig` (every threshold, with its default), :class:`EpisodeFrame`
+(the episodes table as numpy columns), the episode-level detectors (timeouts, terminal
+causes, feature regions, reward without success, tool errors and retries, variance across
+seeds) and the step-level ones (loops, revisits, no-ops, repeated and blocked actions),
+each returning :class:`Candidate` flags that :func:`to_finding` turns into findings.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from envrigger.diagnose.model import Evidence, Finding, wilson
+from envrigger.diagnose.steps import StepStats
+from envrigger.trajectory import TrajectoryStore
+
+
+@dataclass(frozen=True)
+class DiagnoseConfig:
+    """Thresholds of the detectors. A finding needs ``min_episodes`` and ``min_rate``."""
+
+    min_episodes: int = 3
+    min_rate: float = 0.05
+    evidence: int = 5
+    loop_min_steps: int = 6
+    loop_min_share: float = 0.2
+    revisit_min_steps: int = 10
+    revisit_min_share: float = 0.6
+    noop_min_steps: int = 4
+    noop_min_share: float = 0.2
+    repeat_min_run: int = 8
+    blocked_min_steps: int = 1
+    region_min_support: float = 0.1
+    region_min_episodes: int = 10
+    region_max_p: float = 0.01
+    region_min_lift: float = 1.25
+    variance_min_episodes: int = 4
+    variance_min: float = 0.09
+    batch_size: int = 262_144
+
+    def step_flags(self) -> dict[str, tuple[str, int, float]]:
+        """Step detector -> (count, minimum count, minimum share of the episode)."""
+        return {
+            "loop": ("cycle", self.loop_min_steps, self.loop_min_share),
+            "revisit": ("revisit", self.revisit_min_steps, self.revisit_min_share),
+            "noop_action": ("noop", self.noop_min_steps, self.noop_min_share),
+            "repeated_action": ("max_repeat", self.repeat_min_run, 0.0),
+            "blocked_action": ("blocked", self.blocked_min_steps, 0.0),
+            "tool_error": ("tool_error", 1, 0.0),
+            "retry": ("retry", 1, 0.0),
+        }
+
+
+@dataclass
+class EpisodeFrame:
+    """The episodes table as numpy columns, sorted by episode id."""
+
+    episode_id: np.ndarray
+    seed: np.ndarray
+    spec_hash: np.ndarray
+    policy_id: np.ndarray
+    length: np.ndarray
+    ret: np.ndarray
+    success: np.ndarray
+    reason: np.ndarray
+    terminal_cause: np.ndarray
+    tool_errors: np.ndarray
+    retries: np.ndarray
+    level_id: np.ndarray
+    features: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.episode_id)
+
+    @classmethod
+    def load(cls, store: TrajectoryStore) -> EpisodeFrame:
+        table = store.episodes_table()
+        table = table.sort_by("episode_id")
+        col = lambda name: table.column(name).to_numpy(zero_copy_only=False)
+        nullable_int = lambda name: np.asarray(table.column(name).fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        features: dict[str, np.ndarray] = {}
+        maps = table.column("level_features").combine_chunks()
+        if len(maps) and len(maps.keys):
+            keys = maps.keys.to_numpy(zero_copy_only=False)
+            values = maps.items.to_numpy(zero_copy_only=False).astype(np.float64)
+            offsets = maps.offsets.to_numpy()
+            rows = np.repeat(np.arange(len(maps)), np.diff(offsets))
+            for name in sorted(set(keys.tolist())):
+                column = np.full(len(maps), np.nan)
+                hit = keys == name
+                column[rows[hit]] = values[hit]
+                features[name] = column
+        return cls(
+            episode_id=col("episode_id"), seed=nullable_int("seed"), spec_hash=col("spec_hash"),
+            policy_id=col("policy_id"), length=col("length"), ret=col("return"), success=col("success").astype(bool),
+            reason=col("reason"), terminal_cause=col("terminal_cause"), tool_errors=nullable_int("tool_errors"),
+            retries=nullable_int("retries"), level_id=col("level_id"), features=features,
+        )
+
+
+@dataclass
+class Candidate:
+    """A detector's verdict per episode (or per level), before thresholds and evidence."""
+
+    name: str
+    title: str
+    mask: np.ndarray  # over episodes
+    stats: dict[str, Any] = field(default_factory=dict)
+    ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+
+def cause_name(reason: str) -> str:
+    """A stable weakness name from a verdict reason: ``"pole fell"`` -> ``"pole_fell"``."""
+    return re.sub(r"[^a-z0-9]+", "_", str(reason).lower()).strip("_") or "unknown"
+
+
+def _tail(frame: EpisodeFrame, mask: np.ndarray, k: int) -> dict[int, tuple[int, int]]:
+    """The last few steps of the first ``k`` flagged episodes: where an ending happened."""
+    out = {}
+    for i in np.flatnonzero(mask)[:k]:
+        end = max(int(frame.length[i]) - 1, 0)
+        out[int(frame.episode_id[i])] = (max(end - 4, 0), end)
+    return out
+
+
+def _whole(frame: EpisodeFrame, mask: np.ndarray, k: int) -> dict[int, tuple[int, int]]:
+    return {int(frame.episode_id[i]): (0, max(int(frame.length[i]) - 1, 0)) for i in np.flatnonzero(mask)[:k]}
+
+
+# -- episode-level detectors -------------------------------------------------------------
+def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """Timeouts, and failures grouped by the verifier's terminal cause."""
+    failed = ~frame.success
+    out = []
+    causes = np.array([cause_name(c) if c is not None else "unknown" for c in frame.terminal_cause], dtype=object)
+    for cause in sorted(set(causes[failed].tolist())):
+        mask = failed & (causes == cause)
+        if cause == "timeout":
+            out.append(Candidate("timeout", "runs out of time (truncated before success)", mask, ranges=_tail(frame, mask, config.evidence)))
+        elif cause == "error":
+            out.append(Candidate("episode_error", "the env or the policy raised an exception", mask, ranges=_tail(frame, mask, config.evidence)))
+        else:
+            out.append(Candidate(f"terminal_cause:{cause}", f"fails by {cause.replace('_', ' ')}", mask, ranges=_tail(frame, mask, config.evidence)))
+    return out
+
+
+def _one_sided_p(z: float) -> float:
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """Per level feature, the threshold split whose side concentrates failure the most."""
+    failed = ~frame.success
+    n, total_fail = frame.n, int(failed.sum())
+    if total_fail == 0 or total_fail == n:
+        return []
+    base = total_fail / n
+    out = []
+    for feature, values in sorted(frame.features.items()):
+        known = ~np.isnan(values)
+        distinct = np.unique(values[known])
+        if len(distinct) < 2 or known.sum() < config.region_min_episodes:
+            continue
+        thresholds = distinct[:-1] if len(distinct) <= 33 else np.unique(np.quantile(values[known], np.linspace(0.03, 0.97, 32)))
+        best = None
+        for threshold in thresholds:
+            for op, region in ((">", known & (values > threshold)), ("<=", known & (values <= threshold))):
+                size = int(region.sum())
+                rest = n - size
+                if size < config.region_min_episodes or size < config.region_min_support * n or rest == 0:
+                    continue
+                fail_in, fail_out = int((failed & region).sum()), int((failed & ~region).sum())
+                p_in, p_out = fail_in / size, fail_out / rest
+                pooled = (fail_in + fail_out) / n
+                se = math.sqrt(pooled * (1 - pooled) * (1 / size + 1 / rest))
+                z = (p_in - p_out) / se if se > 0 else 0.0
+                if best is None or z > best[0]:
+                    best = (z, op, float(threshold), region, size, p_in, p_out)
+        if best is None:
+            continue
+        z, op, threshold, region, size, p_in, p_out = best
+        lift = p_in / base
+        p_value = _one_sided_p(z)
+        if p_value > config.region_max_p or lift < config.region_min_lift:
+            continue
+        mask = region & failed
+        out.append(
+            Candidate(
+                f"feature_region:{feature}",
+                f"fails when {feature} {op} {threshold:g} ({p_in:.0%} vs {p_out:.0%} elsewhere)",
+                mask,
+                stats={"feature": feature, "op": op, "threshold": threshold, "support": size / n, "region_episodes": size,
+                       "failure_rate_in": p_in, "failure_rate_out": p_out, "lift": lift, "z": z, "p_value": p_value},
+                ranges=_whole(frame, mask, config.evidence),
+            )
+        )
+    return out
+
+
+def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """Failed episodes that still collected as much reward as typical successes (or any, if none succeed)."""
+    failed = ~frame.success
+    if frame.success.any():
+        bar = float(np.quantile(frame.ret[frame.success], 0.25))
+        mask = failed & (frame.ret >= bar) & (frame.ret > 0)
+        title = f"collects reward without success (return >= {bar:g}, a typical success's)"
+    else:
+        bar = 0.0
+        mask = failed & (frame.ret > 0)
+        title = "collects positive reward but never succeeds"
+    return [Candidate("reward_without_success", title, mask, stats={"return_bar": bar}, ranges=_whole(frame, mask, config.evidence))]
+
+
+def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """Levels played from several seeds whose outcome is close to a coin flip.
+
+    A level is the adapter's ``level_id`` (map and start, or physics) within a spec; runs
+    without level ids group by spec and seed instead. A level counts when its success rate
+    p has p(1-p) >= ``variance_min`` (p between about 0.1 and 0.9).
+    """
+    ids = frame.level_id
+    keys = np.array([f"{h}/{l if l is not None else s}" for h, l, s in zip(frame.spec_hash, ids, frame.seed)], dtype=object)
+    levels, index, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    wins = np.bincount(index, weights=frame.success, minlength=len(levels))
+    repeated = counts >= config.variance_min_episodes
+    if not repeated.any():
+        return []
+    p = wins / counts
+    spread = p * (1 - p)
+    noisy = repeated & (spread >= config.variance_min)
+    mask = noisy[index]
+    return [
+        Candidate(
+            "high_variance",
+            f"same level, outcome varies across seeds ({int(noisy.sum())} of {int(repeated.sum())} replayed levels)",
+            mask,
+            stats={"levels": int(repeated.sum()), "noisy_levels": int(noisy.sum()),
+                   "mean_p_times_1_minus_p": float(spread[repeated].mean())},
+            ranges=_whole(frame, mask & ~frame.success, config.evidence),
+        )
+    ]
+
+
+EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds)
+
+
+# -- step-level detectors ----------------------------------------------------------------
+STEP_TITLES = {
+    "loop": "loops: returns to a state it left 2-4 steps before",
+    "revisit": "wanders: most steps revisit states seen earlier in the episode",
+    "noop_action": "no-op actions: steps that leave the state unchanged",
+    "repeated_action": "repeats one action many times in a row",
+    "blocked_action": "tries actions a rule blocks",
+    "tool_error": "tool calls fail",
+    "retry": "retries tool calls",
+}
+
+
+def step_candidates(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfig) -> list[Candidate]:
+    """Flags from the streamed step counts, with the step ranges found during the scan."""
+    out = []
+    length = stats.column("steps", frame.episode_id)
+    for name, (count, minimum, share) in config.step_flags().items():
+        values = stats.column(count, frame.episode_id)
+        mask = (values >= minimum) & (values >= share * length)
+        if name == "tool_error":
+            mask |= frame.tool_errors > 0
+        if name == "retry":
+            mask |= frame.retries > 0
+        out.append(Candidate(name, STEP_TITLES[name], mask, stats={"mean_count_when_flagged": float(values[mask].mean()) if mask.any() else 0.0},
+                             ranges=dict(stats.ranges.get(name, {}))))
+    return out
+
+
+def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, list[dict]], config: DiagnoseConfig) -> Finding | None:
+    """Apply the support thresholds; attach rate, interval, severity and evidence."""
+    mask = candidate.mask
+    hits, total = int(mask.sum()), frame.n
+    if hits < config.min_episodes or total == 0 or hits / total < config.min_rate:
+        return None
+    failed = ~frame.success
+    total_failures = int(failed.sum())
+    failures = int((mask & failed).sum())
+    seeds = dict(zip(frame.episode_id.tolist(), frame.seed.tolist()))
+    evidence = [
+        Evidence(episode_id=e, seed=seeds.get(e) if seeds.get(e, -1) >= 0 else None, start=lo, end=hi,
+                 note=f"steps {lo}-{hi}", excerpt=excerpts.get(e, []))
+        for e, (lo, hi) in list(candidate.ranges.items())[: config.evidence]
+    ]
+    return Finding(
+        name=candidate.name,
+        title=candidate.title,
+        episodes=hits,
+        total=total,
+        rate=hits / total,
+        rate_ci=wilson(hits, total),
+        failures=failures,
+        severity=failures / total_failures if total_failures else 0.0,
+        stats=candidate.stats,
+        evidence=evidence,
+    )
+
+

@@ -1,0 +1,85 @@
+"""What a diagnosis produces: findings with evidence, as pydantic models.
+
+Contains :class:`Evidence`, :class:`Finding`, :class:`Diagnosis` and :func:`wilson`, the
+Wilson score interval every rate is reported with.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a proportion (95% by default); ``(0, 1)`` when ``n`` is 0.
+
+    Example:
+        >>> lo, hi = wilson(8, 10)
+        >>> round(lo, 3), round(hi, 3)
+        (0.49, 0.943)
+    """
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+class Evidence(BaseModel):
+    """Where to look: an episode and the step range that shows the weakness (inclusive)."""
+
+    episode_id: int
+    seed: int | None = None
+    start: int = Field(description="first step of the range")
+    end: int = Field(description="last step of the range")
+    note: str = ""
+    excerpt: list[dict[str, Any]] = Field(default_factory=list, description="a few steps around the range")
+
+
+class Finding(BaseModel):
+    """One recurring weakness, with how often it happens and how much failure it explains.
+
+    Example:
+        >>> f = Finding(name="terminal_cause:lava", title="dies in lava", episodes=30, total=100,
+        ...             rate=0.3, rate_ci=(0.22, 0.4), failures=30, severity=0.6)
+        >>> f.level
+        'high'
+    """
+
+    name: str = Field(description="stable weakness name, e.g. 'loop', 'terminal_cause:lava', 'feature_region:goal_distance'")
+    title: str = Field(description="one line for people, e.g. 'fails when goal_distance > 6'")
+    episodes: int = Field(description="episodes (or levels) affected")
+    total: int = Field(description="episodes (or levels) examined")
+    rate: float = Field(description="episodes / total")
+    rate_ci: tuple[float, float] = Field(description="95% Wilson interval of the rate")
+    failures: int = Field(0, description="failed episodes among the affected")
+    severity: float = Field(description="share of all failed episodes this finding covers")
+    stats: dict[str, Any] = Field(default_factory=dict, description="detector-specific statistics (threshold, lift...)")
+    evidence: list[Evidence] = Field(default_factory=list)
+
+    @property
+    def level(self) -> str:
+        """``high`` (severity >= 0.5), ``medium`` (>= 0.2) or ``low``."""
+        return "high" if self.severity >= 0.5 else "medium" if self.severity >= 0.2 else "low"
+
+
+class Diagnosis(BaseModel):
+    """Everything ``envrigger diagnose`` found in one run, findings ranked by severity."""
+
+    run: str
+    episodes: int
+    steps: int
+    failures: int
+    success_rate: float
+    success_ci: tuple[float, float]
+    spec_hashes: list[str]
+    policies: list[str]
+    findings: list[Finding]
+
+    def finding(self, name: str) -> Finding | None:
+        """The finding called ``name``, if any."""
+        return next((f for f in self.findings if f.name == name), None)

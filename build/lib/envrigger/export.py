@@ -1,0 +1,118 @@
+"""Export admitted components: a JSON registry, and a pip-installable package of Gymnasium ids.
+
+Contains :func:`env_ids` and :func:`export_library`. The package is rendered from jinja2
+templates; importing it registers every component, so after ``pip install DIR/NAME``::
+
+    import gymnasium as gym, NAME
+    env = gym.make("NAME/FrozenLake-c1-v0")
+    # or, without the import: gym.make("NAME:NAME/FrozenLake-c1-v0")
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from gymnasium.envs.registration import parse_env_id
+from jinja2 import Environment
+
+from envharness.cli import write_atomically
+from envrigger.library import Component, Library
+from envrigger.trajectory import TrajectoryError
+
+PACKAGE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+PYPROJECT = """[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "{{ name }}"
+version = "{{ version }}"
+description = "Reshaped Gymnasium environments exported by envrigger (library version {{ library_version }})"
+requires-python = ">=3.11"
+dependencies = ["envharness", "gymnasium>=1.0"]
+
+[tool.setuptools]
+packages = ["{{ name }}"]
+
+[tool.setuptools.package-data]
+{{ name }} = ["registry.json"]
+"""
+
+INIT = '''"""Reshaped Gymnasium environments exported by envrigger; importing this module registers them.
+
+Environments: {% for c in components %}
+- ``{{ c.id }}``: {{ c.finding }} ({{ c.hash }}){% endfor %}
+"""
+
+import json
+from importlib import resources
+
+import gymnasium as gym
+
+REGISTRY = json.loads(resources.files(__name__).joinpath("registry.json").read_text())
+
+
+def register_envs() -> list[str]:
+    """Register every environment of this package with Gymnasium (idempotent)."""
+    for entry in REGISTRY["environments"]:
+        if entry["id"] not in gym.registry:
+            gym.register(id=entry["id"], entry_point="envharness.spec:make_harness", kwargs={"spec": entry["spec"]},
+                         disable_env_checker=True)
+    return [entry["id"] for entry in REGISTRY["environments"]]
+
+
+ENV_IDS = register_envs()
+'''
+
+
+def env_ids(package: str, components: list[Component]) -> dict[int, str]:
+    """Gymnasium ids for components: ``PACKAGE/<BaseName>-c<id>-v0``.
+
+    Example:
+        >>> from envharness import HarnessSpec
+        >>> c = Component(id=3, hash="ab", spec=HarnessSpec(env_id="MiniGrid-DoorKey-8x8-v0"), finding="loop",
+        ...               finding_stats={}, rationale="", origin="catalog", parent=None, gates=[], seeds=[],
+        ...               agent_id="q", round=1, created="", library_version=1)
+        >>> env_ids("mylab", [c])
+        {3: 'mylab/MiniGrid-DoorKey-8x8-c3-v0'}
+    """
+    out = {}
+    for c in components:
+        _, name, _ = parse_env_id(c.spec.env_id.split(":")[-1])
+        out[c.id] = f"{package}/{name}-c{c.id}-v0"
+    return out
+
+
+def export_library(library: Library, to: str | Path, package: str = "envrigger_envs") -> dict[str, Path]:
+    """Write ``to/registry.json`` and the package ``to/<package>/``; returns both paths."""
+    if not PACKAGE_NAME.match(package):
+        raise TrajectoryError(f"--package: {package!r} is not a valid package name; use lowercase letters, digits and _ (e.g. my_envs)")
+    components = library.components()
+    if not components:
+        raise TrajectoryError(f"{library.path}: the library has no admitted components; run the loop until something is admitted")
+    ids = env_ids(package, components)
+    registry = {
+        "package": package,
+        "library": str(library.path),
+        "library_version": library.version,
+        "environments": [
+            {"id": ids[c.id], "component": c.id, "hash": c.hash, "finding": c.finding, "rationale": c.rationale,
+             "origin": c.origin, "round": c.round, "agent_id": c.agent_id, "gates": c.gates,
+             "spec": json.loads(c.spec.to_json(indent=None))}
+            for c in components
+        ],
+    }
+    to = Path(to)
+    text = json.dumps(registry, indent=2) + "\n"
+    write_atomically(to / "registry.json", text)
+    templates = Environment(keep_trailing_newline=True)
+    root = to / package
+    context = {"name": package, "version": f"0.{library.version}.0", "library_version": library.version,
+               "components": [{"id": ids[c.id], "finding": c.finding, "hash": c.hash} for c in components]}
+    write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context))
+    write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context))
+    write_atomically(root / package / "registry.json", text)
+    return {"registry": to / "registry.json", "package": root}

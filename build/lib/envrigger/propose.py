@@ -1,0 +1,152 @@
+"""Propose: from a diagnosis to candidate reshapings that target its findings.
+
+Contains :class:`Candidate`, :func:`matching_transforms`, :func:`suggest` (parameters drawn
+around a finding's evidence) and :func:`propose`, which also mutates admitted components
+(ACCEL-style) and drops duplicates by canonical spec hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from envharness.errors import EnvHarnessError
+from envharness.spec import HarnessSpec, TransformSpec
+from envharness.transforms import TRANSFORMS, Transform, transform_from_spec
+from envrigger.diagnose import Diagnosis, Finding
+
+
+class Candidate(BaseModel):
+    """A proposed environment: the base spec plus transforms, the finding it targets, and why."""
+
+    spec: HarnessSpec
+    added: list[TransformSpec] = Field(description="the transforms this proposal adds to the base spec")
+    finding: str = Field(description="name of the targeted finding")
+    finding_stats: dict[str, Any] = Field(default_factory=dict)
+    rationale: str
+    origin: str = Field(description="catalog or mutation")
+    parent: str | None = Field(None, description="hash of the admitted component a mutation came from")
+
+    @property
+    def hash(self) -> str:
+        return self.spec.hash()
+
+
+def matching_transforms(finding_name: str) -> list[type[Transform]]:
+    """Catalog transforms whose ``targets`` name the finding (or its family, before the colon).
+
+    Example:
+        >>> [t.__name__ for t in matching_transforms("terminal_cause:lava")]
+        ['AddLava', 'MoveAgent']
+    """
+    family = finding_name.split(":", 1)[0]
+    return [
+        cls for name, cls in sorted(TRANSFORMS.items())
+        if cls.kind != "link" and (finding_name in cls.targets or family in cls.targets)
+    ]
+
+
+def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n: int) -> list[Transform]:
+    """Up to ``n`` parameter settings of ``cls`` aimed at ``finding``.
+
+    Region findings on a distance feature bracket the threshold (``goal_distance > 6`` gives
+    bands around 6); count-like parameters step up from small values; everything else
+    starts from the defaults and mutates within bounds.
+    """
+    stats = finding.stats
+    out: list[Transform] = []
+    try:
+        if cls.__name__ in ("MoveGoal", "MoveAgent") and stats.get("feature") == "goal_distance":
+            t = int(round(stats["threshold"]))
+            for lo, hi in ((t, t + 1), (t - 1, t + 2), (t + 1, t + 3), (max(t - 2, 1), t)):
+                out.append(cls(min_dist=max(lo, 1), max_dist=max(hi, 1)))
+        elif cls.__name__ == "MoveAgent":
+            for hi in (2, 4, 6, 8):
+                out.append(cls(min_dist=1, max_dist=hi))
+        elif cls.__name__ in ("AddLava", "AddWalls"):
+            out.extend(cls(count=k) for k in (1, 2, 4, 6))
+        elif cls.__name__ == "FrozenLakeMap":
+            out.extend(cls(add_holes=k) for k in (1, 2, 4))
+            out.append(cls(add_holes=0, remove_holes=2))
+        elif cls.__name__ == "ActionSlip":
+            out.extend(cls(p=p) for p in (0.05, 0.1, 0.2))
+        else:
+            base = cls()
+            out.append(base)
+            for _ in range(n - 1):
+                out.append(base.mutate(rng))
+    except EnvHarnessError:
+        return []  # required parameters without defaults (BlockAction...) need a specific rule
+    unique = list({t.model_dump_json(): t for t in out}.values())
+    return unique[:n]
+
+
+def _compatible(spec: HarnessSpec) -> bool:
+    """Builds on this env, and every transform is one a proposer should offer there."""
+    try:
+        env = spec.build()
+    except EnvHarnessError:
+        return False
+    try:
+        return all(t.proposable(env.adapter) for t in env.transforms)
+    finally:
+        env.close()
+
+
+def propose(
+    diagnosis: Diagnosis,
+    base: HarnessSpec,
+    rng: np.random.Generator,
+    admitted: Iterable[tuple[str, HarnessSpec, str]] = (),
+    per_finding: int = 4,
+    mutations: int = 4,
+    max_findings: int = 4,
+) -> list[Candidate]:
+    """Candidates for the top findings, then mutations of admitted components; no duplicates.
+
+    ``admitted`` holds (hash, spec, targeted finding) of library components. Candidates
+    already admitted (same hash) or incompatible with the env are dropped.
+    """
+    admitted = list(admitted)
+    seen = {h for h, _, _ in admitted} | {base.hash()}
+    out: list[Candidate] = []
+
+    def add(candidate: Candidate) -> None:
+        if candidate.hash not in seen and _compatible(candidate.spec):
+            seen.add(candidate.hash)
+            out.append(candidate)
+
+    # One queue per (finding, transform); taking from each in turn keeps the front of the list varied.
+    queues = []
+    for finding in [f for f in diagnosis.findings if f.severity > 0][:max_findings]:
+        for cls in matching_transforms(finding.name):
+            queues.append([(finding, t) for t in suggest(cls, finding, rng, per_finding)])
+    while any(queues):
+        for queue in queues:
+            if not queue:
+                continue
+            finding, transform = queue.pop(0)
+            spec = base.extended(transform)
+            add(Candidate(
+                spec=spec, added=[TransformSpec(**transform.to_spec())], finding=finding.name, finding_stats=finding.stats,
+                rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
+                          f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
+                origin="catalog",
+            ))
+    for index in rng.permutation(len(admitted))[:mutations] if admitted else []:
+        parent_hash, parent, parent_finding = admitted[int(index)]
+        extra = parent.transforms[len(base.transforms):] or parent.transforms
+        if not extra:
+            continue
+        position = int(rng.integers(len(extra)))
+        mutated = transform_from_spec(extra[position]).mutate(rng)
+        changed = [*extra[:position], TransformSpec(**mutated.to_spec()), *extra[position + 1:]]
+        spec = base.extended(*changed)
+        add(Candidate(
+            spec=spec, added=changed, finding=parent_finding, rationale=f"mutation of admitted component {parent_hash}: {mutated!r}",
+            origin="mutation", parent=parent_hash,
+        ))
+    return out

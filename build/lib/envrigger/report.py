@@ -1,0 +1,141 @@
+"""Reports of a diagnosis: a rich table for the terminal and a self-contained HTML page.
+
+Contains :func:`findings_table`, :func:`plots` (matplotlib figures as PNG data) and
+:func:`render_html` (jinja2, autoescaped; plots embedded, so the file stands alone).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import numpy as np
+from jinja2 import Environment, select_autoescape
+from rich.markup import escape
+from rich.table import Table
+
+from envrigger.diagnose import Diagnosis
+from envrigger.diagnose.detectors import EpisodeFrame
+from envrigger.trajectory import TrajectoryStore
+
+LEVEL_STYLE = {"high": "bold red", "medium": "yellow", "low": "dim"}
+
+
+def findings_table(diagnosis: Diagnosis) -> Table:
+    """The findings ranked by severity, one row each, with their best evidence."""
+    table = Table(
+        title=f"{diagnosis.run}: {diagnosis.episodes} episodes, {diagnosis.steps} steps, "
+        f"success {diagnosis.success_rate:.2f} [{diagnosis.success_ci[0]:.2f}, {diagnosis.success_ci[1]:.2f}]"
+    )
+    for column in ("severity", "weakness", "what happens", "rate [95% CI]", "evidence (episode: steps)"):
+        table.add_column(column, overflow="fold")
+    for f in diagnosis.findings:
+        evidence = ", ".join(f"{e.episode_id}: {e.start}-{e.end}" for e in f.evidence[:3])
+        table.add_row(
+            f"[{LEVEL_STYLE[f.level]}]{f.level} {f.severity:.2f}[/]",
+            escape(f.name),
+            escape(f.title),
+            f"{f.rate:.2f} [{f.rate_ci[0]:.2f}, {f.rate_ci[1]:.2f}] ({f.episodes}/{f.total})",
+            escape(evidence),
+        )
+    if not diagnosis.findings:
+        table.add_row("-", "none", "no recurring weakness above the thresholds", "", "")
+    return table
+
+
+def _png(figure: Any) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(figure)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
+    """Base64 PNGs: success rate by each level feature, and episode lengths split by verdict."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    frame = EpisodeFrame.load(store)
+    out: dict[str, str] = {}
+    features = [(k, v) for k, v in frame.features.items() if len(np.unique(v[~np.isnan(v)])) > 1][:max_features]
+    if features:
+        fig, axes = plt.subplots(1, len(features), figsize=(3.2 * len(features), 2.8), squeeze=False)
+        for ax, (name, values) in zip(axes[0], features):
+            known = ~np.isnan(values)
+            distinct = np.unique(values[known])
+            edges = distinct if len(distinct) <= 12 else np.unique(np.quantile(values[known], np.linspace(0, 1, 9)))
+            bins = np.clip(np.searchsorted(edges, values[known], side="right") - 1, 0, len(edges) - 1)
+            rates = [frame.success[known][bins == b].mean() if (bins == b).any() else np.nan for b in range(len(edges))]
+            counts = [int((bins == b).sum()) for b in range(len(edges))]
+            ax.bar(range(len(edges)), rates, color="#4a7ab8")
+            ax.set_xticks(range(len(edges)), [f"{e:g}" for e in edges], rotation=45, fontsize=7)
+            ax.set_ylim(0, 1)
+            ax.set_title(name, fontsize=9)
+            for x, (r, c) in enumerate(zip(rates, counts)):
+                if c:
+                    ax.text(x, min(r + 0.03, 0.95) if not np.isnan(r) else 0.03, str(c), ha="center", fontsize=6)
+        axes[0][0].set_ylabel("success rate")
+        fig.suptitle("success rate by level feature (bar labels: episodes)", fontsize=10)
+        out["features"] = _png(fig)
+    fig, ax = plt.subplots(figsize=(6, 2.8))
+    top = max(int(frame.length.max()), 1)
+    bins = np.linspace(0, top, min(40, top) + 1)
+    ax.hist([frame.length[frame.success], frame.length[~frame.success]], bins=bins, stacked=True,
+            label=["success", "failure"], color=["#3c9a5f", "#c8553d"])
+    ax.set_xlabel("episode length (steps)")
+    ax.set_ylabel("episodes")
+    ax.legend(fontsize=8)
+    ax.set_title("episode length by verdict", fontsize=10)
+    out["lengths"] = _png(fig)
+    return out
+
+
+TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>envrigger diagnosis: {{ d.run }}</title>
+<style>
+body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1100px; color: #222; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
+td, th { border: 1px solid #ccc; padding: .25rem .5rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; } .high { color: #b00020; font-weight: bold; } .medium { color: #a36b00; } .low { color: #777; }
+code { font-size: .85rem; } img { max-width: 100%; } section { border-top: 1px solid #ddd; margin-top: 1.5rem; }
+</style></head><body>
+<h1>Diagnosis of <code>{{ d.run }}</code></h1>
+<p>{{ d.episodes }} episodes, {{ d.steps }} steps; success rate {{ "%.2f"|format(d.success_rate) }}
+(95% CI {{ "%.2f"|format(d.success_ci[0]) }}–{{ "%.2f"|format(d.success_ci[1]) }}), {{ d.failures }} failures.
+Policies: {{ d.policies|join(", ") }}. Specs: {{ d.spec_hashes|join(", ") }}.</p>
+<h2>Findings, by severity</h2>
+{% if d.findings %}
+<table><tr><th>severity</th><th>weakness</th><th>what happens</th><th>rate (95% CI)</th><th>affected</th></tr>
+{% for f in d.findings %}<tr><td class="{{ f.level }}">{{ f.level }} {{ "%.2f"|format(f.severity) }}</td>
+<td><a href="#{{ f.name }}"><code>{{ f.name }}</code></a></td><td>{{ f.title }}</td>
+<td>{{ "%.2f"|format(f.rate) }} ({{ "%.2f"|format(f.rate_ci[0]) }}–{{ "%.2f"|format(f.rate_ci[1]) }})</td>
+<td>{{ f.episodes }}/{{ f.total }}</td></tr>{% endfor %}
+</table>
+{% else %}<p>No recurring weakness above the thresholds.</p>{% endif %}
+<h2>Plots</h2>
+{% for name, png in figures.items() %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
+{% for f in d.findings %}<section id="{{ f.name }}"><h3><code>{{ f.name }}</code>: {{ f.title }}</h3>
+<p>Severity {{ "%.2f"|format(f.severity) }} (share of all failures), {{ f.failures }} failed of {{ f.episodes }} affected.
+{% if f.stats %}Statistics: <code>{{ f.stats|tojson }}</code>{% endif %}</p>
+{% for e in f.evidence %}<h4>episode {{ e.episode_id }}{% if e.seed is not none %} (seed {{ e.seed }}){% endif %}, steps {{ e.start }}–{{ e.end }}</h4>
+{% if e.excerpt %}<table><tr><th>t</th><th>action</th><th>reward</th><th>blocked</th><th>state</th><th>info</th></tr>
+{% for s in e.excerpt %}<tr><td>{{ s.t }}</td><td><code>{{ s.action|tojson }}</code></td><td>{{ "%.3g"|format(s.reward) }}</td>
+<td>{{ s.blocked or "" }}</td><td><code>{{ s.state|tojson }}</code></td><td><code>{{ s.info|tojson }}</code></td></tr>{% endfor %}
+</table>{% endif %}{% endfor %}</section>{% endfor %}
+</body></html>
+"""
+
+
+def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
+    """The whole report as one HTML page (plots inline, everything user-supplied escaped)."""
+    env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True}
+    return env.from_string(TEMPLATE).render(d=diagnosis, figures=plots(store))
+
+
+__all__ = ["findings_table", "plots", "render_html"]

@@ -1,0 +1,447 @@
+"""Rollouts: run a policy on a spec for many seeded episodes and store the trajectories.
+
+Contains :func:`rollout`, :func:`run_episode`, :func:`policy_factory` and the three
+backends: ``serial``, ``process`` (a pool of spawned workers that replaces a worker that
+dies and retries its episode once) and ``ray`` (``pip install "envharness[ray]"``).
+
+Determinism: episode *i* resets with ``seeds[i]`` and its policy is reseeded from
+``(policy_seed, seeds[i])``, so the stored episodes are the same on every backend and for
+any number of workers (only ``wall_time`` differs).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from envharness.spec import HarnessSpec
+from envrigger.trajectory import (
+    OBS_INLINE_LIMIT,
+    EpisodeRecord,
+    StepRecord,
+    TrajectoryError,
+    TrajectoryStore,
+    dumps,
+    observation_digest,
+)
+
+BACKENDS = ("serial", "process", "ray")
+PolicyFactory = Callable[[Any], Any]
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
+    """A picklable ``env -> policy`` maker from ``"random"``, ``"reference"``, a saved-learner path or a callable.
+
+    Example:
+        >>> import envharness
+        >>> make = policy_factory("random", policy_seed=1)
+        >>> make(envharness.wrap("CartPole-v1")).name
+        'random'
+    """
+    if isinstance(policy, type) or (callable(policy) and not hasattr(policy, "act")):
+        return policy  # a factory: a policy class taking the env, or any env -> policy callable
+    if hasattr(policy, "act"):
+        return _Fixed(policy)
+    if policy == "random":
+        return _Random(policy_seed)
+    if policy == "reference":
+        return _Reference()
+    if Path(str(policy).rpartition(":")[2]).exists():  # a saved learner, maybe as ALGO:model.zip
+        return _Saved(str(policy), policy_seed)
+    raise TrajectoryError(f"policy: {policy!r} is not random, reference, or an existing saved-learner file; pick one of those")
+
+
+class _Fixed:
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+
+    def __call__(self, env: Any) -> Any:
+        return self.policy
+
+
+class _Random:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def __call__(self, env: Any) -> Any:
+        from envrigger.policies import RandomPolicy
+
+        return RandomPolicy(env.action_space, seed=self.seed)
+
+
+class _Reference:
+    def __call__(self, env: Any) -> Any:
+        from envrigger.policies import reference_policy
+
+        return reference_policy(env)
+
+
+class _Saved:
+    def __init__(self, path: str, seed: int) -> None:
+        self.path, self.seed = path, seed
+
+    def __call__(self, env: Any) -> Any:
+        from envrigger.policies import load_policy
+
+        return load_policy(self.path, env, seed=self.seed)
+
+
+def _info_fields(info: dict[str, Any]) -> str:
+    kept = {k: v for k, v in info.items() if k not in ("verdict", "level") and isinstance(v, (str, int, float, bool))}
+    return dumps(kept) if kept else "{}"
+
+
+def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "") -> tuple[EpisodeRecord, list[StepRecord]]:
+    """One episode; an exception in the env or the policy ends it with the error recorded.
+
+    Example:
+        >>> import envharness
+        >>> from envrigger.policies import RandomPolicy
+        >>> env = envharness.wrap("FrozenLake-v1")
+        >>> episode, steps = run_episode(env, RandomPolicy(env.action_space, seed=0), 0, seed=1)
+        >>> episode.length == len(steps), episode.reason in {"hole", "reached goal", "timeout"}
+        (True, True)
+    """
+    started = time.perf_counter()
+    adapter = getattr(env, "adapter", None)
+    steps: list[StepRecord] = []
+    total, verdict, level, level_id, error = 0.0, None, {}, None, None
+    try:
+        if hasattr(policy, "reset"):
+            policy.reset(seed)
+        obs, info = env.reset(seed=seed)
+        level, level_id = info.get("level", {}), info.get("level_id")
+        done, t = False, 0
+        while not done:
+            action = policy.act(obs, info)
+            obs, reward, terminated, truncated, info = env.step(action)
+            done = terminated or truncated
+            inline = dumps(obs)
+            where = adapter.position() if adapter is not None else None
+            steps.append(
+                StepRecord(
+                    episode_id=episode_id,
+                    t=t,
+                    action=dumps(action),
+                    reward=float(reward),
+                    terminated=bool(terminated),
+                    truncated=bool(truncated),
+                    obs_digest=observation_digest(obs),
+                    blocked=info.get("blocked"),
+                    obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+                    position=dumps(where) if where is not None else None,
+                    info=_info_fields(info),
+                )
+            )
+            total += float(reward)
+            t += 1
+        verdict = info.get("verdict")
+    except Exception as exc:  # the env or the policy raised: record it, keep the run going
+        error = _one_line(exc)
+    success = bool(verdict is not None and verdict.success and error is None)
+    reason = "error" if error is not None else (verdict.reason if verdict is not None else "no verdict")
+    record = EpisodeRecord(
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=seed,
+        policy_id=str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__))),
+        length=len(steps),
+        return_=total,
+        success=success,
+        score=float(verdict.score) if verdict is not None and error is None else 0.0,
+        reason=reason,
+        terminal_cause=None if success else reason,
+        level_features={k: float(v) for k, v in level.items()},
+        level_id=level_id,
+        error=error,
+        wall_time=time.perf_counter() - started,
+    )
+    return record, steps
+
+
+def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str) -> EpisodeRecord:
+    return EpisodeRecord(
+        episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=seed, policy_id="unknown",
+        length=0, return_=0.0, success=False, score=0.0, reason="error", terminal_cause="error", error=error,
+    )
+
+
+# -- process backend ---------------------------------------------------------------------
+def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes) -> None:
+    """Worker loop: build the env and policy once, then run episodes on request."""
+    try:
+        spec = HarnessSpec.from_json(spec_json)
+        env = spec.build()
+        policy = cloudpickle.loads(factory_bytes)(env)
+        spec_hash = spec.hash()
+    except Exception as exc:
+        conn.send(("setup_error", _one_line(exc)))
+        return
+    conn.send(("ready", None))
+    while True:
+        task = conn.recv()
+        if task is None:
+            break
+        episode_id, seed = task
+        conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json)))
+    env.close()
+
+
+class _Pool:
+    """Spawned workers, one episode in flight each; a dead worker is replaced."""
+
+    def __init__(self, workers: int, spec_json: str, factory_bytes: bytes) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.args = (spec_json, factory_bytes)
+        self.workers: list[dict[str, Any]] = []
+        for _ in range(workers):
+            self._start()
+
+    def _start(self) -> dict[str, Any]:
+        parent, child = self.ctx.Pipe()
+        process = self.ctx.Process(target=_worker_main, args=(child, *self.args), daemon=True)
+        process.start()
+        child.close()
+        worker = {"process": process, "conn": parent, "task": None, "ready": False}
+        self.workers.append(worker)
+        return worker
+
+    def replace(self, worker: dict[str, Any]) -> None:
+        worker["conn"].close()
+        worker["process"].join(timeout=1)
+        self.workers.remove(worker)
+        self._start()
+
+    def close(self) -> None:
+        for worker in self.workers:
+            try:
+                worker["conn"].send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for worker in self.workers:
+            worker["process"].join(timeout=5)
+            if worker["process"].is_alive():
+                worker["process"].kill()
+            worker["conn"].close()
+
+
+def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable) -> None:
+    spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
+    pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory))
+    queue = list(reversed(tasks))
+    attempts: dict[int, int] = {}
+    pending, startup_failures = len(tasks), 0
+    try:
+        while pending:
+            for worker in pool.workers:
+                if worker["ready"] and worker["task"] is None and queue:
+                    worker["task"] = queue.pop()
+                    attempts[worker["task"][0]] = attempts.get(worker["task"][0], 0) + 1
+                    worker["conn"].send(worker["task"])
+            by_conn = {id(w["conn"]): w for w in pool.workers}
+            by_sentinel = {w["process"].sentinel: w for w in pool.workers}
+            for ready in wait([w["conn"] for w in pool.workers] + list(by_sentinel)):
+                worker = by_conn.get(id(ready)) or by_sentinel.get(ready)
+                if worker is None or worker not in pool.workers:
+                    continue
+                try:
+                    if worker["conn"].poll():
+                        kind, payload = worker["conn"].recv()
+                    else:
+                        raise EOFError
+                except (EOFError, OSError):
+                    task = worker["task"]
+                    code = worker["process"].exitcode
+                    if not worker["ready"]:
+                        startup_failures += 1
+                        if startup_failures > 2 * len(pool.workers):
+                            raise TrajectoryError(
+                                f"rollout: worker processes die at start-up (exit code {code}); run from a script file "
+                                "(not stdin) or use backend='serial'"
+                            )
+                    pool.replace(worker)
+                    if task is None:
+                        continue
+                    if attempts[task[0]] < 2:
+                        queue.append(task)
+                    else:
+                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"worker process died (exit code {code}) twice"), [])
+                        pending -= 1
+                    continue
+                if kind == "setup_error":
+                    raise TrajectoryError(f"rollout: workers could not build the env or policy ({payload}); check the spec and policy")
+                if kind == "ready":
+                    worker["ready"] = True
+                    continue
+                worker["task"] = None
+                emit(*payload)
+                pending -= 1
+    finally:
+        pool.close()
+
+
+# -- ray backend -------------------------------------------------------------------------
+def _ray_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise TrajectoryError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
+    factory_bytes = cloudpickle.dumps(factory)
+
+    @ray.remote(max_retries=1, num_cpus=1)
+    def episode(task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
+        local = HarnessSpec.from_json(spec_json)
+        env = local.build()
+        try:
+            return run_episode(env, cloudpickle.loads(factory_bytes)(env), task[0], task[1], spec_hash, spec_json)
+        finally:
+            env.close()
+
+    try:
+        refs = {episode.remote(task): task for task in tasks}
+        remaining = list(refs)
+        while remaining:
+            done, remaining = ray.wait(remaining, num_returns=1)
+            task = refs[done[0]]
+            try:
+                emit(*ray.get(done[0]))
+            except ray.exceptions.RayError as error:
+                emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker failed twice: {_one_line(error)}"), [])
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+# -- front door --------------------------------------------------------------------------
+class _OrderedWriter:
+    """Buffers finished episodes and commits them to the store in episode order."""
+
+    def __init__(self, store: TrajectoryStore, first_id: int, flush_steps: int, on_episode: Callable | None) -> None:
+        self.store, self.next_id, self.flush_steps, self.on_episode = store, first_id, flush_steps, on_episode
+        self.done: dict[int, tuple[EpisodeRecord, list[StepRecord]]] = {}
+        self.batch: list[tuple[EpisodeRecord, list[StepRecord]]] = []
+        self.batch_steps = 0
+
+    def __call__(self, episode: EpisodeRecord, steps: list[StepRecord]) -> None:
+        self.done[episode.episode_id] = (episode, steps)
+        while self.next_id in self.done:
+            item = self.done.pop(self.next_id)
+            self.batch.append(item)
+            self.batch_steps += len(item[1])
+            self.next_id += 1
+        if self.on_episode is not None:
+            self.on_episode(episode)
+        if self.batch_steps >= self.flush_steps:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.batch:
+            self.store.append([e for e, _ in self.batch], [s for _, steps in self.batch for s in steps])
+            self.batch, self.batch_steps = [], 0
+
+
+def rollout(
+    spec: Any,
+    policy: Any = "random",
+    episodes: int | None = None,
+    seeds: Iterable[int] | None = None,
+    backend: str = "serial",
+    workers: int | None = None,
+    policy_seed: int = 0,
+    out: str | Path | None = None,
+    flush_steps: int = 50_000,
+    progress: bool = False,
+) -> TrajectoryStore:
+    """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
+
+    Args:
+        spec: a :class:`~envharness.HarnessSpec`, its JSON or dict, or a Gymnasium env id.
+        policy: ``"random"``, ``"reference"``, a saved-learner path, a policy object, or an
+            ``env -> policy`` callable (needed for env-bound policies on parallel backends).
+        episodes: number of episodes; seeds default to ``0 .. episodes-1``.
+        seeds: one level seed per episode (overrides ``episodes``).
+        backend: ``serial``, ``process`` (``workers`` processes, default all cores) or ``ray``.
+        policy_seed: seeds the policy's randomness together with each episode's seed.
+        out: run directory to create or append to (default: a new temporary directory).
+        flush_steps: commit a part to the store every this many steps.
+        progress: show a progress bar.
+
+    Example:
+        >>> store = rollout("FrozenLake-v1", "random", episodes=5)
+        >>> len(store), sorted({e.seed for e in store.iter_episodes()})
+        (5, [0, 1, 2, 3, 4])
+    """
+    if backend not in BACKENDS:
+        raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
+    spec = spec if isinstance(spec, HarnessSpec) else (
+        HarnessSpec(env_id=spec) if isinstance(spec, str) and not spec.lstrip().startswith("{") else HarnessSpec.coerce(spec)
+    )
+    seed_list = list(seeds) if seeds is not None else list(range(episodes if episodes is not None else 10))
+    if not seed_list:
+        raise TrajectoryError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
+    factory = policy_factory(policy, policy_seed)
+    spec.build().close()  # fail here, in the caller, on a bad spec
+    path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
+    store = TrajectoryStore.create(
+        path,
+        meta={"spec": spec.model_dump(mode="json"), "spec_hash": spec.hash(), "policy": str(policy) if isinstance(policy, (str, Path)) else type(policy).__name__},
+        exist_ok=True,
+    )
+    first = store.next_episode_id()
+    tasks = [(first + i, int(s)) for i, s in enumerate(seed_list)]
+    bar, on_episode = _progress(len(tasks)) if progress else (None, None)
+    writer = _OrderedWriter(store, first, flush_steps, on_episode)
+    try:
+        if backend == "serial":
+            env = spec.build()
+            instance = factory(env)
+            spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
+            for episode_id, seed in tasks:
+                writer(*run_episode(env, instance, episode_id, seed, spec_hash, spec_json))
+            env.close()
+        elif backend == "process":
+            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer)
+        else:
+            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer)
+    finally:
+        writer.flush()
+        if bar is not None:
+            bar.stop()
+    return store
+
+
+def _progress(total: int) -> tuple[Any, Callable]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("collecting"), BarColumn(), MofNCompleteColumn(), TextColumn("success {task.fields[rate]}"), TimeRemainingColumn())
+    task = bar.add_task("episodes", total=total, rate="-")
+    counts = {"n": 0, "ok": 0}
+    bar.start()
+
+    def advance(episode: EpisodeRecord) -> None:
+        counts["n"] += 1
+        counts["ok"] += episode.success
+        bar.update(task, advance=1, rate=f"{counts['ok'] / counts['n']:.2f}")
+
+    return bar, advance
+
+
+__all__ = ["BACKENDS", "policy_factory", "rollout", "run_episode"]

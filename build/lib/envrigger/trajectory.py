@@ -1,0 +1,379 @@
+"""Trajectories: episode and step records, and the Parquet store a run directory holds.
+
+Contains :class:`EpisodeRecord`, :class:`StepRecord`, the Arrow schemas
+:data:`EPISODE_SCHEMA` and :data:`STEP_SCHEMA`, :func:`observation_digest`,
+:class:`TrajectoryStore` and :class:`TrajectoryError`.
+
+A run directory holds ``run.json`` (metadata) and numbered *parts*: ``steps/part-N.parquet``
+and ``episodes/part-N.parquet``. A part is written to a temporary file, synced and renamed
+into place, steps first and episodes last; a part counts only once its episodes file
+exists, so a writer killed at any point leaves the run readable with every committed
+episode whole, and readers never see half an episode. Reading streams one part at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from envharness.errors import EnvHarnessError
+
+SCHEMA_VERSION = 1
+OBS_INLINE_LIMIT = 512  # observations whose JSON is at most this long are stored whole
+COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
+
+
+class TrajectoryError(EnvHarnessError):
+    """A run directory, trajectory file or record is missing or malformed."""
+
+
+EPISODE_SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.int64()),
+        ("spec_hash", pa.string()),
+        ("spec_json", pa.string()),
+        ("seed", pa.int64()),
+        ("policy_id", pa.string()),
+        ("length", pa.int64()),
+        ("return", pa.float64()),
+        ("success", pa.bool_()),
+        ("score", pa.float64()),
+        ("reason", pa.string()),
+        ("terminal_cause", pa.string()),
+        ("level_features", pa.map_(pa.string(), pa.float64())),
+        ("level_id", pa.string()),
+        ("error", pa.string()),
+        ("wall_time", pa.float64()),
+        *((name, pa.int64()) for name in COST_FIELDS),
+    ]
+)
+
+STEP_SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.int64()),
+        ("t", pa.int64()),
+        ("action", pa.string()),
+        ("reward", pa.float64()),
+        ("terminated", pa.bool_()),
+        ("truncated", pa.bool_()),
+        ("blocked", pa.string()),
+        ("obs_digest", pa.string()),
+        ("obs", pa.string()),
+        ("position", pa.string()),
+        ("info", pa.string()),
+    ]
+)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON data for observations, actions and info values (arrays become lists)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact, key-sorted JSON of :func:`to_jsonable` data."""
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def observation_digest(obs: Any) -> str:
+    """A 16-hex-digit digest of an observation: equal observations, equal digests.
+
+    Example:
+        >>> import numpy as np
+        >>> observation_digest(np.zeros(3)) == observation_digest(np.zeros(3))
+        True
+        >>> observation_digest({"a": 1, "b": "x"}) == observation_digest({"b": "x", "a": 1})
+        True
+    """
+    h = hashlib.blake2b(digest_size=8)
+    _feed(h, obs)
+    return h.hexdigest()
+
+
+def _feed(h: Any, obs: Any) -> None:
+    if isinstance(obs, np.ndarray):
+        h.update(str(obs.dtype).encode() + str(obs.shape).encode())
+        h.update(np.ascontiguousarray(obs).tobytes())
+    elif isinstance(obs, dict):
+        for key in sorted(obs):
+            h.update(str(key).encode() + b"=")
+            _feed(h, obs[key])
+    elif isinstance(obs, (list, tuple)):
+        for item in obs:
+            _feed(h, item)
+            h.update(b",")
+    else:
+        h.update(repr(to_jsonable(obs)).encode())
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode's summary. ``reason`` is the final verdict's; ``error`` is set when it crashed.
+
+    Example:
+        >>> record = EpisodeRecord(episode_id=0, spec_hash="ab", seed=3, policy_id="random", length=2,
+        ...                        return_=1.0, success=True, score=1.0, reason="reached goal")
+        >>> record.to_row()["return"], record.failed
+        (1.0, False)
+    """
+
+    episode_id: int
+    spec_hash: str
+    seed: int | None
+    policy_id: str
+    length: int
+    return_: float
+    success: bool
+    score: float
+    reason: str
+    spec_json: str = ""
+    terminal_cause: str | None = None
+    level_features: dict[str, float] = field(default_factory=dict)
+    level_id: str | None = None
+    error: str | None = None
+    wall_time: float = 0.0
+    tokens: int | None = None
+    model_calls: int | None = None
+    tool_errors: int | None = None
+    retries: int | None = None
+    human_interventions: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the episode ended without the verifier's success (errors included)."""
+        return not self.success
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["return"] = row.pop("return_")
+        row["level_features"] = list(row["level_features"].items())
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EpisodeRecord:
+        row = dict(row)
+        row["return_"] = row.pop("return")
+        row["level_features"] = dict(row["level_features"] or [])
+        return cls(**row)
+
+
+@dataclass
+class StepRecord:
+    """One step: action, reward, ends, a digest of what the agent saw (and the observation if small)."""
+
+    episode_id: int
+    t: int
+    action: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    obs_digest: str
+    blocked: str | None = None
+    obs: str | None = None
+    position: str | None = None
+    info: str = "{}"
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StepRecord:
+        return cls(**row)
+
+
+def _corrupt(path: Path, error: Exception) -> TrajectoryError:
+    return TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_parquet_atomically(table: pa.Table, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp, compression="zstd")
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class TrajectoryStore:
+    """A run directory of episodes and steps in Parquet, appended atomically, read as a stream.
+
+    Example:
+        >>> import tempfile
+        >>> store = TrajectoryStore.create(tempfile.mkdtemp() + "/run", meta={"note": "demo"})
+        >>> episode = EpisodeRecord(episode_id=0, spec_hash="ab", seed=0, policy_id="p", length=1,
+        ...                         return_=0.0, success=False, score=0.0, reason="timeout")
+        >>> step = StepRecord(episode_id=0, t=0, action="1", reward=0.0, terminated=False,
+        ...                   truncated=True, obs_digest="00")
+        >>> store.append([episode], [step])
+        >>> len(store), [e.reason for e in store.iter_episodes()]
+        (1, ['timeout'])
+        >>> [(e.episode_id, len(steps)) for e, steps in store.iter_episode_steps()]
+        [(0, 1)]
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        meta_path = self.path / "run.json"
+        if not self.path.is_dir():
+            raise TrajectoryError(f"run directory {self.path} does not exist; collect one with `envrigger collect`")
+        if not meta_path.is_file():
+            raise TrajectoryError(f"{self.path} is not a run directory (no run.json); point at a directory `envrigger collect` wrote")
+        try:
+            self.meta = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as error:
+            raise TrajectoryError(f"{meta_path}: not valid JSON ({error.msg}); restore it or collect the run again") from None
+        version = self.meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise TrajectoryError(f"{meta_path}: schema_version {version!r} is not {SCHEMA_VERSION}; convert the run with this version of envrigger")
+
+    @classmethod
+    def create(cls, path: str | Path, meta: dict[str, Any] | None = None, exist_ok: bool = False) -> TrajectoryStore:
+        """Make a new run directory (or open an existing one with ``exist_ok``)."""
+        path = Path(path)
+        if (path / "run.json").is_file():
+            if not exist_ok:
+                raise TrajectoryError(f"{path} already holds a run; choose a new directory or append to it")
+            return cls(path)
+        if path.exists() and any(path.iterdir()):
+            raise TrajectoryError(f"{path} exists and is not an empty run directory; choose a new directory")
+        for sub in ("episodes", "steps"):
+            (path / sub).mkdir(parents=True, exist_ok=True)
+        record = {"schema_version": SCHEMA_VERSION, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **(meta or {})}
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".run.json.", suffix=".tmp")
+        with os.fdopen(fd, "w") as handle:
+            json.dump(record, handle, indent=2)
+        os.replace(tmp, path / "run.json")
+        return cls(path)
+
+    # -- writing -----------------------------------------------------------------------
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        with open(self.path / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _part_names(self) -> list[str]:
+        return sorted(p.name for p in (self.path / "episodes").glob("part-*.parquet"))
+
+    def append(self, episodes: list[EpisodeRecord], steps: list[StepRecord]) -> None:
+        """Commit episodes and their steps as one new part (all or nothing)."""
+        if not episodes:
+            return
+        self.append_tables(
+            pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA),
+            pa.Table.from_pylist([s.to_row() for s in steps], schema=STEP_SCHEMA),
+        )
+
+    def append_tables(self, episodes: pa.Table, steps: pa.Table) -> None:
+        """:meth:`append` for Arrow tables in the two schemas (bulk writers); steps grouped by episode."""
+        if episodes.schema != EPISODE_SCHEMA or steps.schema != STEP_SCHEMA:
+            raise TrajectoryError("append: tables do not match EPISODE_SCHEMA / STEP_SCHEMA; build them with those schemas")
+        ids = set(episodes.column("episode_id").to_pylist())
+        stray = set(pc.unique(steps.column("episode_id")).to_pylist()) - ids
+        if stray:
+            raise TrajectoryError(f"append: steps name episodes {sorted(stray)[:3]} not in this batch; append steps with their episodes")
+        with self._locked():
+            for sub in ("episodes", "steps"):  # leftovers of writers killed mid-write
+                for stale in (self.path / sub).glob(".*.tmp"):
+                    stale.unlink(missing_ok=True)
+            clash = ids & self.episode_ids()
+            if clash:
+                raise TrajectoryError(f"append: episode ids {sorted(clash)[:3]} are already stored; use store.next_episode_id()")
+            names = self._part_names()
+            number = int(names[-1][5:11]) + 1 if names else 0
+            name = f"part-{number:06d}.parquet"
+            _write_parquet_atomically(steps, self.path / "steps" / name)
+            _write_parquet_atomically(episodes, self.path / "episodes" / name)
+
+    # -- reading -----------------------------------------------------------------------
+    def _read(self, path: Path, columns: list[str] | None = None) -> pa.Table:
+        try:
+            return pq.read_table(path, columns=columns)
+        except (pa.ArrowInvalid, OSError) as error:
+            raise _corrupt(path, error) from None
+
+    def episodes_table(self, columns: list[str] | None = None) -> pa.Table:
+        """All episode records as one Arrow table (one row per episode, small)."""
+        tables = [self._read(self.path / "episodes" / n, columns) for n in self._part_names()]
+        if not tables:
+            schema = EPISODE_SCHEMA if columns is None else pa.schema([EPISODE_SCHEMA.field(c) for c in columns])
+            return schema.empty_table()
+        return pa.concat_tables(tables)
+
+    def episode_ids(self) -> set[int]:
+        return set(self.episodes_table(["episode_id"]).column("episode_id").to_pylist())
+
+    def next_episode_id(self) -> int:
+        """The id the next appended episode should take."""
+        ids = self.episode_ids()
+        return max(ids) + 1 if ids else 0
+
+    def __len__(self) -> int:
+        return sum(pq.ParquetFile(self.path / "episodes" / n).metadata.num_rows for n in self._part_names())
+
+    def iter_episodes(self) -> Iterator[EpisodeRecord]:
+        """Episode records, part by part, in commit order."""
+        for name in self._part_names():
+            for row in self._read(self.path / "episodes" / name).to_pylist():
+                yield EpisodeRecord.from_row(row)
+
+    def iter_step_batches(self, columns: list[str] | None = None, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """Committed steps as Arrow record batches, never more than one batch in memory."""
+        for name in self._part_names():
+            path = self.path / "steps" / name
+            try:
+                parquet = pq.ParquetFile(path)
+                yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
+            except (pa.ArrowInvalid, OSError) as error:
+                raise _corrupt(path, error) from None
+
+    def iter_episode_steps(self) -> Iterator[tuple[EpisodeRecord, list[StepRecord]]]:
+        """Each committed episode with its steps; holds one part's steps at a time."""
+        for name in self._part_names():
+            episodes = [EpisodeRecord.from_row(r) for r in self._read(self.path / "episodes" / name).to_pylist()]
+            steps: dict[int, list[StepRecord]] = {e.episode_id: [] for e in episodes}
+            for row in self._read(self.path / "steps" / name).to_pylist():
+                steps[row["episode_id"]].append(StepRecord.from_row(row))
+            for episode in episodes:
+                yield episode, steps[episode.episode_id]

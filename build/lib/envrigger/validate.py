@@ -1,0 +1,269 @@
+"""Validate: admission gates, each a number compared with a threshold, on fresh rollouts.
+
+Contains :class:`ValidationConfig` (every threshold and budget), :class:`GateResult`,
+:class:`Validation` and :class:`Validator`. Gates run in order and stop at the first
+failure: verifier integrity, solvability, learnability band, targeting, novelty. Fail
+closed: an exception, a blown time budget or an inconclusive statistic rejects.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from envharness.harness import Harness
+from envharness.spec import HarnessSpec
+from envharness.transforms import TRANSFORMS, transform_from_spec
+from envrigger.diagnose import DiagnoseConfig, diagnose
+from envrigger.diagnose.model import wilson
+from envrigger.policies import reference_policy
+from envrigger.propose import Candidate
+from envrigger.rollout import rollout
+from envrigger.trajectory import TrajectoryStore
+
+GATES = ("verifier_integrity", "solvability", "learnability", "targeting", "novelty")
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Gate thresholds and budgets (see docs/envrigger.md for what each means)."""
+
+    band: tuple[float, float] = (0.2, 0.8)
+    confidence: float = 0.9
+    min_rollouts: int = 30
+    max_rollouts: int = 90
+    reference_rollouts: int = 8
+    solvable_min: float = 0.5
+    region_min_share: float = 0.25
+    novelty_success_tol: float = 0.05
+    novelty_length_tol: float = 0.05
+    timeout_s: float = 300.0
+    backend: str = "process"
+    workers: int | None = None
+
+
+class GateResult(BaseModel):
+    gate: str
+    passed: bool
+    statistic: dict[str, Any] = Field(default_factory=dict)
+    detail: str = ""
+
+
+class Validation(BaseModel):
+    """The outcome of validating one candidate: every gate's statistic, the seeds, the budget used."""
+
+    candidate: str
+    passed: bool
+    gates: list[GateResult]
+    seeds: list[int]
+    rollouts: int
+    wall_time: float
+    error: str | None = None
+
+
+class _Rejected(Exception):
+    pass
+
+
+def _z(confidence: float) -> float:
+    return statistics.NormalDist().inv_cdf((1 + confidence) / 2)
+
+
+def _replay(spec: HarnessSpec, actions: list[Any], seed: int) -> list[tuple[bool, str]]:
+    env = spec.build()
+    env.reset(seed=seed)
+    verdicts = []
+    for action in actions:
+        *_, terminated, truncated, info = env.step(action)
+        verdicts.append((info["verdict"].success, info["verdict"].reason))
+        if terminated or truncated:
+            break
+    env.close()
+    return verdicts
+
+
+def _preserves_dynamics(spec: HarnessSpec) -> bool:
+    """No state transform and no rule that changes actions: the base env sees the same actions."""
+    from envharness.transforms import RuleTransform
+
+    for t in spec.transforms:
+        cls = type(transform_from_spec(t))
+        if cls.kind in ("state", "link") or (cls.kind == "rule" and cls.on_action is not RuleTransform.on_action):
+            return False
+    return True
+
+
+class Validator:
+    """Validates candidates for one agent on fresh seeds; caches behaviour for novelty.
+
+    Args:
+        agent: the current agent (a policy object, picklable for parallel rollouts).
+        base: the original environment's spec.
+        workdir: where validation runs are stored (one run directory per candidate).
+        config: thresholds and budgets.
+    """
+
+    def __init__(self, agent: Any, base: HarnessSpec, workdir: str | Path, config: ValidationConfig | None = None) -> None:
+        self.agent, self.base, self.workdir = agent, base, Path(workdir)
+        self.config = config or ValidationConfig()
+        self._behaviour: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
+
+    # -- helpers -------------------------------------------------------------------------
+    def _run(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
+        return rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers,
+                       out=self.workdir / name)
+
+    def behaviour(self, spec: HarnessSpec, seeds: list[int]) -> tuple[float, float]:
+        """The agent's success rate and mean episode length on ``spec`` over ``seeds`` (cached)."""
+        key = (spec.hash(), tuple(seeds))
+        if key not in self._behaviour:
+            table = self._run(spec, seeds, f"behaviour-{spec.hash()}-{len(self._behaviour)}").episodes_table(["success", "length"])
+            self._behaviour[key] = (float(np.mean(table.column("success").to_numpy(zero_copy_only=False))),
+                                    float(np.mean(table.column("length").to_numpy())))
+        return self._behaviour[key]
+
+    def _check_time(self, started: float) -> None:
+        if time.perf_counter() - started > self.config.timeout_s:
+            raise _Rejected(f"timeout: validation took longer than {self.config.timeout_s:.0f} s")
+
+    # -- gates ---------------------------------------------------------------------------
+    def verifier_integrity(self, candidate: Candidate, seeds: list[int]) -> tuple[GateResult, float]:
+        """The verdict path is the stock one, and reference play is judged the same on replay and on the base env."""
+        foreign = [t.name for t in candidate.spec.transforms if TRANSFORMS.get(t.name) is None
+                   or not TRANSFORMS[t.name].__module__.startswith("envharness.transforms")]
+        env = candidate.spec.build()
+        adapter_judge = type(env.adapter).judge
+        stock = type(env).step is Harness.step and type(env).reset is Harness.reset and \
+            adapter_judge.__module__.startswith("envharness.adapters")
+        if foreign or not stock:
+            env.close()
+            return GateResult(gate="verifier_integrity", passed=False, statistic={"foreign_transforms": foreign},
+                              detail="only catalog transforms over the stock harness are admitted; run other code in the sandbox"), 0.0
+        solver = reference_policy(env)
+        compared = mismatches = base_compared = base_mismatches = successes = 0
+        dynamics_kept = _preserves_dynamics(candidate.spec)
+        for seed in seeds:
+            if hasattr(solver, "reset"):
+                solver.reset(seed)
+            obs, info = env.reset(seed=seed)
+            actions, verdicts, done = [], [], False
+            while not done:
+                action = solver.act(obs, info)
+                obs, _, terminated, truncated, info = env.step(action)
+                actions.append(action)
+                verdicts.append((info["verdict"].success, info["verdict"].reason))
+                done = terminated or truncated
+            successes += verdicts[-1][0]
+            compared += 1
+            mismatches += _replay(candidate.spec, actions, seed) != verdicts
+            if dynamics_kept:
+                base = _replay(self.base, actions, seed)
+                base_compared += 1
+                # Rules may end an episode early (a failure); until then the base env must judge alike.
+                base_mismatches += [s for s, _ in base[: len(verdicts) - 1]] != [s for s, _ in verdicts[:-1]] or (
+                    verdicts[-1][0] and not (len(base) >= len(verdicts) and base[len(verdicts) - 1][0])
+                )
+        env.close()
+        passed = mismatches == 0 and base_mismatches == 0
+        return GateResult(
+            gate="verifier_integrity", passed=passed,
+            statistic={"episodes": compared, "replay_mismatches": mismatches, "base_compared": base_compared,
+                       "base_mismatches": base_mismatches},
+            detail="verdicts reproduce on replay" + (" and match the base env" if base_compared else ""),
+        ), successes / max(compared, 1)
+
+    def learnability(self, candidate: Candidate, seeds: list[int], started: float) -> tuple[GateResult, TrajectoryStore]:
+        """The agent's success rate, with a Wilson interval, lies inside the band (adding rollouts while inconclusive)."""
+        config, z = self.config, _z(self.config.confidence)
+        lo_band, hi_band = config.band
+        n = config.min_rollouts
+        while True:
+            self._check_time(started)
+            store = self._run(candidate.spec, seeds[:n], f"candidate-{candidate.hash}-{n}")
+            wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))
+            lo, hi = wilson(wins, n, z)
+            stat = {"rollouts": n, "successes": wins, "rate": wins / n, "ci": [lo, hi], "band": list(config.band), "confidence": config.confidence}
+            if lo >= lo_band and hi <= hi_band:
+                return GateResult(gate="learnability", passed=True, statistic=stat, detail="interval inside the band"), store
+            if hi < lo_band or lo > hi_band:
+                return GateResult(gate="learnability", passed=False, statistic=stat, detail="interval outside the band"), store
+            if n >= config.max_rollouts:
+                return GateResult(gate="learnability", passed=False, statistic={**stat, "inconclusive": True},
+                                  detail="inconclusive at the rollout budget: rejected (fail closed)"), store
+            n = min(config.max_rollouts, n * 2)
+
+    def targeting(self, candidate: Candidate, store: TrajectoryStore) -> GateResult:
+        """The targeted weakness occurs in the candidate's rollouts (or its feature region is exercised)."""
+        stats = candidate.finding_stats
+        if candidate.finding.startswith("feature_region:") and {"feature", "op", "threshold"} <= set(stats):
+            feature, op, threshold = stats["feature"], stats["op"], float(stats["threshold"])
+            values = [e.level_features.get(feature) for e in store.iter_episodes()]
+            inside = [v is not None and (v > threshold if op == ">" else v <= threshold) for v in values]
+            share = sum(inside) / max(len(inside), 1)
+            return GateResult(gate="targeting", passed=share >= self.config.region_min_share,
+                              statistic={"feature": feature, "region": f"{op} {threshold:g}", "share_in_region": share},
+                              detail="levels fall in the failing region")
+        found = diagnose(store, DiagnoseConfig(min_episodes=1, min_rate=0.0)).finding(candidate.finding)
+        episodes = found.episodes if found is not None else 0
+        return GateResult(gate="targeting", passed=episodes > 0, statistic={"finding": candidate.finding, "episodes": episodes,
+                          "rate": found.rate if found is not None else 0.0}, detail="the weakness occurs in the candidate's rollouts")
+
+    def novelty(self, candidate: Candidate, seeds: list[int], admitted: list[tuple[str, HarnessSpec]]) -> GateResult:
+        """Not an admitted hash, and not behaviourally identical to an admitted component or the base env."""
+        hashes = {h for h, _ in admitted}
+        if candidate.hash in hashes:
+            return GateResult(gate="novelty", passed=False, statistic={"duplicate_of": candidate.hash}, detail="already admitted")
+        mine = self.behaviour(candidate.spec, seeds)
+        closest, twin = None, None
+        for name, spec in [("base", self.base), *admitted]:
+            other = self.behaviour(spec, seeds)
+            gap = (abs(mine[0] - other[0]), abs(mine[1] - other[1]) / max(mine[1], other[1], 1.0))
+            if closest is None or sum(gap) < sum(closest):
+                closest, twin = gap, name
+        same = closest is not None and closest[0] <= self.config.novelty_success_tol and closest[1] <= self.config.novelty_length_tol
+        return GateResult(gate="novelty", passed=not same,
+                          statistic={"closest": twin, "success_gap": closest[0], "length_gap": closest[1], "success": mine[0], "mean_length": mine[1]},
+                          detail="behaves like an existing environment" if same else "behaves differently from every admitted one")
+
+    # -- all gates -----------------------------------------------------------------------
+    def validate(self, candidate: Candidate, seeds: list[int], admitted: list[tuple[str, HarnessSpec]] = ()) -> Validation:
+        """Run the gates in order on ``seeds`` (disjoint from the diagnosis seeds); stop at the first failure."""
+        started = time.perf_counter()
+        gates: list[GateResult] = []
+        error = None
+        try:
+            integrity, reference_rate = self.verifier_integrity(candidate, seeds[: self.config.reference_rollouts])
+            gates.append(integrity)
+            if integrity.passed:
+                self._check_time(started)
+                gates.append(GateResult(gate="solvability", passed=reference_rate >= self.config.solvable_min,
+                                        statistic={"reference_success": reference_rate, "needed": self.config.solvable_min},
+                                        detail="the reference solver succeeds"))
+            if all(g.passed for g in gates):
+                learn, store = self.learnability(candidate, seeds, started)
+                gates.append(learn)
+                first = store.episodes_table(["success", "length"]).slice(0, self.config.min_rollouts)
+                self._behaviour[(candidate.hash, tuple(seeds[: self.config.min_rollouts]))] = (
+                    float(np.mean(first.column("success").to_numpy(zero_copy_only=False))),
+                    float(np.mean(first.column("length").to_numpy())),
+                )
+                if learn.passed:
+                    self._check_time(started)
+                    gates.append(self.targeting(candidate, store))
+                if all(g.passed for g in gates):
+                    self._check_time(started)
+                    gates.append(self.novelty(candidate, seeds[: self.config.min_rollouts], list(admitted)))
+        except _Rejected as reason:
+            error = str(reason)
+        except Exception as exc:  # fail closed: anything unexpected rejects the candidate
+            error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        passed = error is None and len(gates) == len(GATES) and all(g.passed for g in gates)
+        rollouts = sum(g.statistic.get("rollouts", 0) for g in gates) + self.config.reference_rollouts
+        return Validation(candidate=candidate.hash, passed=passed, gates=gates, seeds=list(seeds), rollouts=rollouts,
+                          wall_time=time.perf_counter() - started, error=error)
