@@ -22,7 +22,9 @@ $(FULL): $(CORE)
 	touch $(FULL)
 
 demo: $(CORE)
-	$(VENV)/bin/envrigger demo
+	rm -rf runs/demo
+	$(VENV)/bin/envrigger run -o runs/demo
+	$(VENV)/bin/envrigger export runs/demo --to runs/demo/dist --package demo_envs
 
 test: $(FULL)
 	$(VENV)/bin/python -m pytest
