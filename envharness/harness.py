@@ -221,7 +221,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return HarnessSpec(env_id=base.id, env_kwargs=dict(base.kwargs), transforms=[t.to_spec() for t in self.transforms])
 
 
-_LAZY_NAMESPACES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid"}
+_LAZY_NAMESPACES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid", "envharness/": "envharness.envs"}
 
 
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:

@@ -17,6 +17,7 @@ import gymnasium as gym
 
 from envharness.adapters.base import Adapter, grid_distances
 from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter
+from envharness.adapters.code_repair import CodeRepairAdapter
 from envharness.adapters.minigrid import MiniGridAdapter
 from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, TaxiAdapter
 
@@ -28,6 +29,7 @@ ADAPTERS: list[type[Adapter]] = [
     CartPoleAdapter,
     MountainCarAdapter,
     AcrobotAdapter,
+    CodeRepairAdapter,
 ]
 
 
@@ -46,6 +48,7 @@ __all__ = [
     "Adapter",
     "CartPoleAdapter",
     "CliffWalkingAdapter",
+    "CodeRepairAdapter",
     "FrozenLakeAdapter",
     "MiniGridAdapter",
     "MountainCarAdapter",

@@ -28,8 +28,9 @@ from envharness.transforms.observation import (
     ObservationNoise,
     PartialView,
     TextHint,
+    TruncateText,
 )
-from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, RemapActions, StepBudget, TerminateOn
+from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, BlockTool, RemapActions, StepBudget, TerminateOn, ToolCost
 from envharness.transforms.state import (
     AddLava,
     AddWalls,
@@ -37,6 +38,7 @@ from envharness.transforms.state import (
     InitialStateNoise,
     MoveAgent,
     MoveGoal,
+    OpenFile,
     PhysicsParams,
     RemoveWalls,
     ReplayPrefix,
@@ -50,6 +52,7 @@ __all__ = [
     "AddLava",
     "AddWalls",
     "BlockAction",
+    "BlockTool",
     "Blocked",
     "Chain",
     "DelayObservation",
@@ -62,6 +65,7 @@ __all__ = [
     "MoveGoal",
     "ObservationNoise",
     "ObservationTransform",
+    "OpenFile",
     "PartialView",
     "PhysicsParams",
     "RemapActions",
@@ -73,7 +77,9 @@ __all__ = [
     "StepBudget",
     "TerminateOn",
     "TextHint",
+    "ToolCost",
     "Transform",
+    "TruncateText",
     "get_transform",
     "register_transform",
     "transform_from_spec",

@@ -219,3 +219,27 @@ class DropField(ObservationTransform):
 
     def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
         return {k: v for k, v in obs.items() if k != self.field}
+
+
+@register_transform
+class TruncateText(ObservationTransform):
+    """Show only the first ``max_chars`` characters of a text observation (long tool outputs).
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", TruncateText(max_chars=20), task="add")
+        >>> len(env.reset(seed=0)[0])
+        20
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ("tool_error", "loop", "timeout")
+
+    max_chars: int = Field(500, ge=1, le=100_000, description="characters kept")
+
+    def observation_space(self, space: Any) -> Any:
+        if not isinstance(space, spaces.Text):
+            raise IncompatibleTransformError(f"TruncateText: needs a Text observation space, got {space}; use it on text envs")
+        return space
+
+    def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
+        return obs[: self.max_chars]

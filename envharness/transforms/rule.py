@@ -8,6 +8,7 @@ change the verdict: it is computed from the base env before they see the transit
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -226,3 +227,77 @@ class RemapActions(RuleTransform):
         keys = sorted(self.mapping)
         values = [self.mapping[k] for k in keys]
         return type(self)(mapping=dict(zip(keys, rng.permutation(values).tolist())))
+
+
+def _tool_of(action: Any) -> str | None:
+    """The ``tool`` field of a JSON (or dict) tool-call action, if it has one."""
+    if isinstance(action, dict):
+        return action.get("tool")
+    if isinstance(action, str) and '"tool"' in action:
+        try:
+            call = json.loads(action)
+        except json.JSONDecodeError:
+            return None
+        return call.get("tool") if isinstance(call, dict) else None
+    return None
+
+
+def _require_tools(name: str, action_space: Any) -> None:
+    from gymnasium import spaces
+
+    if not isinstance(action_space, (spaces.Text, spaces.Dict)):
+        raise IncompatibleTransformError(f"{name}: needs tool-call actions (a Text or Dict action space), got {action_space}; use BlockAction for discrete actions")
+
+
+@register_transform
+class BlockTool(RuleTransform):
+    """Refuse calls to the listed tools (JSON tool-call actions); the base env does not step.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", BlockTool(tools=["run_tests"]), task="add")
+        >>> _ = env.reset(seed=0)
+        >>> env.step('{"tool": "run_tests"}')[4]["blocked"]
+        'tool run_tests is not available'
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ("tool_error", "retry", "repeated_action")
+
+    tools: list[str] = Field(min_length=1, max_length=32, description="tool names to refuse")
+    reason: str = Field("", max_length=200, description="feedback; default names the tool")
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        _require_tools("BlockTool", action_space)
+
+    def on_action(self, action: Any, memo: dict, rng: np.random.Generator) -> Any:
+        tool = _tool_of(action)
+        if tool in self.tools:
+            return Blocked(self.reason or f"tool {tool} is not available")
+        return action
+
+
+@register_transform
+class ToolCost(RuleTransform):
+    """Subtract ``cost`` from the reward each time ``tool`` is called (e.g. costlier test runs).
+
+    Reward shaping for training only: the verdict never sees it.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", ToolCost(tool="list", cost=0.5), task="add")
+        >>> _ = env.reset(seed=0)
+        >>> env.step('{"tool": "list"}')[1]
+        -0.5
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ("retry", "repeated_action", "timeout")
+
+    tool: str = Field(min_length=1, max_length=100, description="the tool that costs")
+    cost: float = Field(0.05, ge=0.0, le=100.0, description="reward subtracted per call")
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        _require_tools("ToolCost", action_space)
+
+    def on_transition(self, step: Step, memo: dict) -> None:
+        if _tool_of(step.action) == self.tool:
+            step.reward = float(step.reward) - self.cost

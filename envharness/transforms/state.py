@@ -301,3 +301,24 @@ class ReplayPrefix(StateTransform):
                     f"ReplayPrefix.actions: the episode ended at prefix step {i}; shorten the prefix below {i + 1} actions"
                 )
         return obs
+
+
+@register_transform
+class OpenFile(StateTransform):
+    """Start with a file already open in the observation (code-repair envs); empty means the module.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", OpenFile(), task="add")
+        >>> "  2|     return a - b" in env.reset(seed=0)[0]
+        True
+    """
+
+    capability: ClassVar[str] = "files"
+    targets: ClassVar[tuple[str, ...]] = ("tool_error", "timeout", "early_failure")
+
+    path: str = Field("", max_length=200, description="file to open; empty: the module to fix")
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.open_file(self.path)
+        return adapter.observe()

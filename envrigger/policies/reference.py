@@ -200,3 +200,44 @@ REFERENCE_SOLVERS = {
     "CartPoleAdapter": CartPoleController,
     "MountainCarAdapter": MountainCarController,
 }
+
+
+class CodeRepairSolver:
+    """Applies the task's known fix through the tools: view, replace (bottom-up), run tests, submit.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", task="fizzbuzz")
+        >>> policy, (obs, info), done = CodeRepairSolver(env), env.reset(seed=0), False
+        >>> while not done:
+        ...     obs, _, terminated, truncated, info = env.step(policy.act(obs, info)); done = terminated or truncated
+        >>> info["verdict"].reason
+        'hidden tests pass'
+    """
+
+    name = "reference"
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.plan: list[str] = []
+
+    def reset(self, seed: int | None) -> None:
+        self.plan = []
+
+    def _make_plan(self) -> list[str]:
+        import json
+
+        task = self.env.unwrapped.task
+        plan = [json.dumps({"tool": "view", "path": task.path})]
+        for start, end, text in sorted(task.fix, reverse=True):  # bottom-up keeps line numbers valid
+            plan.append(json.dumps({"tool": "replace", "path": task.path, "start": start, "end": end, "text": text}))
+        plan += [json.dumps({"tool": "run_tests"}), json.dumps({"tool": "submit"})]
+        return plan
+
+    def act(self, obs: Any, info: dict[str, Any]) -> str:
+        if "task" in info or not self.plan:  # a reset's info names the task: start a new plan
+            self.plan = self._make_plan()
+        return self.plan.pop(0)
+
+
+REFERENCE_SOLVERS["CodeRepairAdapter"] = CodeRepairSolver

@@ -1,0 +1,80 @@
+"""Adapter for the code-repair benchmark (:class:`envharness.envs.code_repair.CodeRepairEnv`).
+
+Contains :class:`CodeRepairAdapter`. Its verifier runs the task's hidden tests in the
+sandbox on the agent's module, with the hidden tests copied from the task registry when
+the adapter was made, so nothing that happens during an episode can change what they test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envharness.adapters.base import Adapter
+from envharness.verifier import RUNNING, TIMEOUT, Verdict
+
+
+class CodeRepairAdapter(Adapter):
+    """Judges a submission by the pristine hidden tests; exposes files for state transforms.
+
+    Example:
+        >>> import gymnasium as gym, envharness.envs
+        >>> env = gym.make("envharness/CodeRepair-v0", task="mean")
+        >>> adapter = CodeRepairAdapter(env)
+        >>> _ = env.reset(seed=0); adapter.begin_episode()
+        >>> adapter.level_features()["hidden_tests"], adapter.level_id()
+        (2.0, 'mean')
+    """
+
+    family = "code_repair"
+    capabilities = frozenset({"files"})
+    state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        from envharness.envs.code_tasks import TASKS
+
+        self._pristine = {task.name: (task.path, task.hidden_tests) for task in TASKS}
+        self._task = ""
+
+    @classmethod
+    def matches(cls, raw: Any) -> bool:
+        from envharness.envs.code_repair import CodeRepairEnv
+
+        return isinstance(raw, CodeRepairEnv)
+
+    def begin_episode(self) -> None:
+        from envharness.envs.code_repair import suite_tests
+
+        raw = self.raw
+        self._task = raw.task.name
+        path, hidden = self._pristine[self._task]
+        self._features = {
+            "module_lines": float(len(raw.files[path].splitlines())),
+            "hidden_tests": float(len(suite_tests(hidden))),
+            "visible_tests": float(len(suite_tests(raw.task.visible_tests))),
+        }
+
+    def level_id(self) -> str | None:
+        return self._task
+
+    def observe(self) -> Any:
+        return self.raw.observe()
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        raw = self.raw
+        if terminated and raw.submitted:
+            from envharness.envs.code_repair import verify
+
+            path, hidden = self._pristine[self._task]
+            success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox)
+            return Verdict(success, passed / total if total else 0.0, "hidden tests pass" if success else "hidden tests fail")
+        if terminated or truncated:
+            return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without submitting")
+        return RUNNING
+
+    def open_file(self, path: str) -> None:
+        """Show ``path`` (default: the module) as if the agent had just viewed it."""
+        raw = self.raw
+        path = path or raw.task.path
+        if path in raw.files:
+            raw.last_output = raw._numbered(path)

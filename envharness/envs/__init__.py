@@ -1,0 +1,15 @@
+"""Environments that ship with envharness; importing this package registers them with Gymnasium.
+
+Contains the registration of ``envharness/CodeRepair-v0`` (see
+:mod:`envharness.envs.code_repair`).
+
+Example:
+    >>> import gymnasium as gym
+    >>> gym.make("envharness/CodeRepair-v0").spec.max_episode_steps
+    30
+"""
+
+import gymnasium as gym
+
+if "envharness/CodeRepair-v0" not in gym.registry:
+    gym.register(id="envharness/CodeRepair-v0", entry_point="envharness.envs.code_repair:CodeRepairEnv", max_episode_steps=30)
