@@ -16,6 +16,10 @@ from envharness.transforms import (
     ActionCost,
     ActionSlip,
     AddLava,
+    BlockTool,
+    OpenFile,
+    ToolCost,
+    TruncateText,
     AddWalls,
     BlockAction,
     Chain,
@@ -62,6 +66,10 @@ EXAMPLES = [
     DelayObservation(steps=2),
     DropField(field="direction"),
     Chain(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False}),
+    OpenFile(path="calc.py"),
+    BlockTool(tools=["run_tests"]),
+    ToolCost(tool="run_tests", cost=0.1),
+    TruncateText(max_chars=300),
 ]
 
 
