@@ -28,7 +28,7 @@ from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.library import Library
-from envrigger.policies.learner import Transition
+from envrigger.policies.learner import learn_episode
 from envrigger.policies.qlearning import QLearner
 from envrigger.propose import propose
 from envrigger.rollout import rollout
@@ -118,17 +118,9 @@ def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, see
     try:
         while steps < budget_steps:
             index = curriculum.sample() if len(specs) > 1 else 0
-            env = envs[index]
-            obs, info = env.reset(seed=seeds(episodes))
-            done = False
-            while not done:
-                action = learner.act(obs, info)
-                next_obs, reward, terminated, truncated, info = env.step(action)
-                learner.update(Transition(obs, action, float(reward), next_obs, terminated, truncated, info))
-                obs, done = next_obs, terminated or truncated
-                steps += 1
-            learner.end_episode()
-            curriculum.update(index, bool(info["verdict"].success))
+            success, _, length = learn_episode(learner, envs[index], seeds(episodes))
+            steps += length
+            curriculum.update(index, success)
             picks[index] += 1
             episodes += 1
     finally:

@@ -44,6 +44,21 @@ class Learner(Protocol):
     def save(self, path: str) -> None: ...
 
 
+def learn_episode(learner: Learner, env: Any, seed: int) -> tuple[bool, float, int]:
+    """Play one training episode, updating ``learner`` on every transition; (success, return, steps)."""
+    obs, info = env.reset(seed=int(seed))
+    done, total, steps = False, 0.0, 0
+    while not done:
+        action = learner.act(obs, info)
+        next_obs, reward, terminated, truncated, info = env.step(action)
+        learner.update(Transition(obs, action, float(reward), next_obs, terminated, truncated, info))
+        obs, done = next_obs, terminated or truncated
+        total += float(reward)
+        steps += 1
+    learner.end_episode()
+    return bool(info["verdict"].success), total, steps
+
+
 def fit(learner: Learner, env: Any, seeds: Iterable[int]) -> dict[str, float]:
     """Train ``learner`` on ``env`` for one episode per seed; return success rate and mean return.
 
@@ -60,16 +75,9 @@ def fit(learner: Learner, env: Any, seeds: Iterable[int]) -> dict[str, float]:
     successes, returns, count = 0, 0.0, 0
     try:
         for seed in seeds:
-            obs, info = env.reset(seed=int(seed))
-            done = False
-            while not done:
-                action = learner.act(obs, info)
-                next_obs, reward, terminated, truncated, info = env.step(action)
-                learner.update(Transition(obs, action, float(reward), next_obs, terminated, truncated, info))
-                obs, done = next_obs, terminated or truncated
-                returns += float(reward)
-            successes += bool(info["verdict"].success)
-            learner.end_episode()
+            success, total, _ = learn_episode(learner, env, seed)
+            successes += success
+            returns += total
             count += 1
     finally:
         learner.training = False
