@@ -6,7 +6,6 @@ import dataclasses
 import json
 from typing import Any
 
-import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
@@ -17,7 +16,6 @@ from envharness.transforms import (
     OpenFile,
     ReplayPrefix,
     RuleTransform,
-    Step,
     StepBudget,
     TextHint,
     ToolCost,

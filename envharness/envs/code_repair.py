@@ -19,7 +19,6 @@ the agent writes can replace them.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import secrets
 import string
@@ -207,10 +206,6 @@ class CodeRepairEnv(gym.Env):
 
     def render(self) -> str | None:
         return self.observe() if self.render_mode == "ansi" else None
-
-
-def files_digest(files: dict[str, str]) -> str:
-    return hashlib.blake2b(json.dumps(files, sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
 __all__ = ["CodeRepairEnv", "TASKS", "run_tests", "verify"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-import numpy as np
 
 
 class TabularPlanner:

@@ -15,7 +15,7 @@ from envrigger.diagnose.model import wilson
 from envrigger.jsonl import import_jsonl
 from envrigger.policies.reference import MiniGridPlanner, TabularPlanner
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError, TrajectoryStore
+from envrigger.trajectory import TrajectoryStore
 
 
 def doomed(seed: int, p: float) -> bool:
