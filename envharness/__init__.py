@@ -15,13 +15,15 @@ Example:
 from envharness.errors import (
     EnvHarnessError,
     EnvNotFoundError,
+    EpisodeEndedError,
     IncompatibleTransformError,
     SpecError,
     StateAccessError,
     TransformError,
     UnknownTransformError,
+    VerifierTamperError,
 )
-from envharness.harness import Harness, wrap
+from envharness.harness import Harness, allowing_imports, wrap
 from envharness.spec import HarnessSpec, TransformSpec, register
 from envharness.verifier import Verdict
 
@@ -30,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "EnvHarnessError",
     "EnvNotFoundError",
+    "EpisodeEndedError",
     "Harness",
     "HarnessSpec",
     "IncompatibleTransformError",
@@ -39,7 +42,9 @@ __all__ = [
     "TransformSpec",
     "UnknownTransformError",
     "Verdict",
+    "VerifierTamperError",
     "__version__",
+    "allowing_imports",
     "register",
     "wrap",
 ]

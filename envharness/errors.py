@@ -2,8 +2,10 @@
 
 Contains :class:`EnvHarnessError`, the one base class, and its specific kinds:
 :class:`SpecError` (malformed spec or transform parameters), :class:`UnknownTransformError`,
-:class:`IncompatibleTransformError`, :class:`StateAccessError`, :class:`EnvNotFoundError`
-and :class:`TransformError` (a transform failed while the environment ran).
+:class:`IncompatibleTransformError`, :class:`StateAccessError`, :class:`EnvNotFoundError`,
+:class:`TransformError` (a transform failed while the environment ran),
+:class:`VerifierTamperError` (something changed what the verifier judges, outside the
+base env's own step) and :class:`EpisodeEndedError` (a step after the episode ended).
 
 Every message is one line that says what was wrong and how to fix it, so the CLI can
 print it as is and exit with code 2.
@@ -18,6 +20,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from gymnasium.error import ResetNeeded
 
 
 class EnvHarnessError(Exception):
@@ -49,3 +53,16 @@ class EnvNotFoundError(SpecError):
 
 class TransformError(EnvHarnessError, RuntimeError):
     """A transform could not be applied to a running episode."""
+
+
+class VerifierTamperError(TransformError):
+    """The base env's verifier-relevant state changed where only the base env may change it.
+
+    Raised by the harness when a transform hook (or anything else between two checks)
+    edited the base env's state, replaced one of its methods, or reached the verifier's
+    own reference; the episode ends as a failure.
+    """
+
+
+class EpisodeEndedError(EnvHarnessError, ResetNeeded):
+    """``step()`` was called after the episode ended (or before a successful ``reset()``)."""

@@ -11,13 +11,26 @@ Contains :class:`Harness` and :func:`wrap`. The pipeline (see ``docs/concepts.md
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
 from envharness.adapters import adapter_for
-from envharness.errors import EnvNotFoundError, IncompatibleTransformError, SpecError
+from envharness.adapters.nested import NestedAdapter
+from envharness.errors import (
+    EnvNotFoundError,
+    EpisodeEndedError,
+    IncompatibleTransformError,
+    SpecError,
+    TransformError,
+    VerifierTamperError,
+)
+from envharness.surfaces import AdapterView, StateHandle
+from envharness.transforms import CATALOG
 from envharness.transforms.base import Blocked, RuleTransform, Step, Transform, transform_from_spec
 from envharness.verifier import IN_PROGRESS, RUNNING, TIMEOUT, Verdict
 
@@ -29,17 +42,41 @@ def _overrides(transform: Transform, hook: str, base: type) -> bool:
     return getattr(type(transform), hook) is not getattr(base, hook)
 
 
+class _Audited:
+    """A transform hook followed by a check that it left the base env's state as it found it."""
+
+    __slots__ = ("harness", "hook", "where")
+
+    def __init__(self, harness: Harness, transform: Transform, hook: str) -> None:
+        self.harness, self.hook, self.where = harness, getattr(transform, hook), f"{transform.name}.{hook}"
+
+    def __call__(self, *args: Any) -> Any:
+        out = self.hook(*args)
+        self.harness._expect_unchanged(self.where)
+        return out
+
+
 class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
     """Wraps a base env, reshapes it with transforms, and publishes the original verdict.
 
-    Every step's ``info["verdict"]`` is a frozen :class:`~envharness.verifier.Verdict`
+    Every step's ``info["verdict"]`` is an immutable :class:`~envharness.verifier.Verdict`
     computed from the base env before any transform ran; reset's ``info["level"]`` holds
     the adapter's level features. ``env.spec`` records the transforms as JSON, so
-    ``gymnasium.make(env.spec)`` rebuilds the same harness.
+    ``gymnasium.make(env.spec)`` rebuilds the same harness. Once a step ends the episode,
+    its verdict is final: the next ``step`` raises :class:`~envharness.errors.EpisodeEndedError`
+    until ``reset``.
+
+    Transforms reach the base env only through narrow surfaces (see
+    :mod:`envharness.surfaces`). When any transform is not from the catalog, the harness
+    also *audits*: it checkpoints the base env's state around every hook of every
+    transform and raises :class:`~envharness.errors.VerifierTamperError`, ending the
+    episode as a failure, if anything but the base env's own step changed it.
 
     Args:
-        env: the base environment.
+        env: the base environment (it may itself contain a harness: the inner verdict is kept).
         transforms: transforms, or ``{"name", "params"}`` dicts, applied in order per kind.
+        audit: force the state audit on or off; by default it runs when a transform is not
+            from the catalog.
 
     Example:
         >>> import gymnasium as gym
@@ -54,22 +91,31 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         True
     """
 
-    def __init__(self, env: gym.Env, transforms: Any = ()) -> None:
+    def __init__(self, env: gym.Env, transforms: Any = (), *, audit: bool | None = None) -> None:
         built = [transform_from_spec(t) for t in transforms]
-        gym.utils.RecordConstructorArgs.__init__(self, transforms=[t.to_spec() for t in built])
+        recorded: dict[str, Any] = {"transforms": [t.to_spec() for t in built]}
+        if audit is not None:
+            recorded["audit"] = audit
+        gym.utils.RecordConstructorArgs.__init__(self, **recorded)
         gym.Wrapper.__init__(self, env)
         self.transforms: tuple[Transform, ...] = tuple(built)
-        self.adapter = adapter_for(env)
+        inner = _inner_harness(env)
+        adapter = NestedAdapter(env, inner) if inner is not None else adapter_for(env)
+        self._adapter = adapter
+        # Bound from the class once: replacing ``judge`` on the adapter instance changes nothing.
+        self._judge = type(adapter).judge.__get__(adapter)
+        self.adapter = AdapterView(adapter)
         for t in built:
             t.check(self.adapter, env.observation_space, env.action_space)
+        self._audit = any(type(t) not in CATALOG for t in built) if audit is None else bool(audit)
 
         self._state = [t for t in built if t.kind == "state"]
         rules = [(t, {}) for t in built if t.kind == "rule"]
         for t, memo in rules:
             t.bind(memo, env.action_space)
         self._rules = rules
-        self._on_action = [(t.on_action, m) for t, m in rules if _overrides(t, "on_action", RuleTransform)]
-        self._on_transition = [(t.on_transition, m) for t, m in rules if _overrides(t, "on_transition", RuleTransform)]
+        self._on_action = [(self._hook(t, "on_action"), m) for t, m in rules if _overrides(t, "on_action", RuleTransform)]
+        self._on_transition = [(self._hook(t, "on_transition"), m) for t, m in rules if _overrides(t, "on_transition", RuleTransform)]
 
         space = env.observation_space
         self._observers = []
@@ -80,50 +126,122 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._observers.append((t, memo))
             space = out
         self._observation_space = space
-        self._observe = [(t.observe, m) for t, m in self._observers]
+        self._observe = [(self._hook(t, "observe"), m) for t, m in self._observers]
 
         self._links = [self._build_link(t, space) for t in built if t.kind == "link"]
+        self._plain = not (self._on_action or self._on_transition or self._observe or self._links or self._audit)
         # Blocked steps never reach the base env's own time limit, so the harness keeps one too.
-        self._max_steps: int | None = self.adapter.time_limit()
+        self._max_steps: int | None = adapter.time_limit()
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._verdict: Verdict = RUNNING
+        self._ended = True  # no step before a reset has completed
+        self._mark: Any = None
         self._t = 0
         self._segment: int | None = None
         self._segment_verdicts: list[Verdict] = []
 
+    # -- audit ---------------------------------------------------------------------------
+    def _hook(self, transform: Transform, name: str) -> Any:
+        if self._audit:
+            return _Audited(self, transform, name)
+        return getattr(transform, name)
+
+    def _expect_unchanged(self, where: str) -> None:
+        if self._adapter.checkpoint() != self._mark:
+            self._ended = True
+            self._verdict = Verdict(False, 0.0, f"tampered: {where}")
+            raise VerifierTamperError(
+                f"{where} changed the base env's state (or replaced one of its methods); transforms may "
+                "change the action, the reward, the ends and the observation, never the world: edit state "
+                "in a state transform through its StateHandle"
+            )
+
     # -- gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self._ended, self._verdict, self._segment = True, RUNNING, None
         if seed is not None:
             self._rng = np.random.default_rng([seed, _STREAM])
         elif self._rng is None:
             self._rng = np.random.default_rng()
         rng = self._rng
         obs, info = self.env.reset(seed=seed, options=options)
-        adapter = self.adapter
+        adapter = self._adapter
         adapter.on_base_reset()
         for t in self._state:
-            obs = t.apply(adapter, obs, rng)
+            handle = StateHandle(adapter, t.name)
+            try:
+                obs = t.apply(handle, obs, rng)
+            finally:
+                handle.revoke()
+        adapter.restart_clock()
         adapter.begin_episode()
+        solved = adapter.solved()
+        if solved is not None:
+            by = ", ".join(t.name for t in self._state) or "the base env"
+            raise TransformError(
+                f"{by}: the level is solved before the agent acts ({solved}); a level must leave the agent "
+                "something to do: change the transform's parameters"
+            )
+        if self._audit:
+            self._mark = adapter.checkpoint()
+            for t, memo in self._rules:
+                t.on_reset(memo, obs, rng)
+                self._expect_unchanged(f"{t.name}.on_reset")
+            for t, memo in self._observers:
+                t.on_reset(memo, rng)
+                self._expect_unchanged(f"{t.name}.on_reset")
+        else:
+            for t, memo in self._rules:
+                t.on_reset(memo, obs, rng)
+            for t, memo in self._observers:
+                t.on_reset(memo, rng)
         self._raw_obs = obs
         self._t = 0
-        self._verdict = RUNNING
-        self._segment = None
-        for t, memo in self._rules:
-            t.on_reset(memo, obs, rng)
-        for t, memo in self._observers:
-            t.on_reset(memo, rng)
-            obs = t.observe(obs, memo, rng)
+        for hook, memo in self._observe:
+            obs = hook(obs, memo, rng)
         info = dict(info)
         info["level"] = adapter.level_features()
-        info["level_id"] = adapter.level_id()
+        info["level_id"] = self.adapter.level_id()
         info["verdict"] = RUNNING
+        self._ended = False
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._ended:
+            raise EpisodeEndedError(
+                "step(): the episode has ended (or its reset did not complete) and its verdict is final; call reset() first"
+            )
         if self._segment is not None:
             return self._step_linked(action)
+        if self._plain:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            verdict = self._judge(obs, reward, terminated, truncated, info)
+            self._t += 1
+        else:
+            obs, reward, terminated, truncated, info, verdict = self._step_reshaped(action)
+        if not terminated and self._max_steps is not None and self._t >= self._max_steps:
+            truncated = True
+        if verdict.success:
+            # Success ends the episode even if a transform moved the base env's own goal test.
+            terminated = terminated or not truncated
+        elif (terminated or truncated) and verdict.reason == IN_PROGRESS:
+            verdict = Verdict(False, 0.0, TIMEOUT if truncated else "ended by a rule")
+        if type(info) is not dict:  # a dict subclass could swallow the verdict below
+            info = dict(info)
+        self._verdict = verdict
+        if terminated or truncated:
+            if verdict.success and self._links:
+                return self._enter_segment(0, verdict, reward, info)
+            self._ended = True
+        info["verdict"] = verdict
+        return obs, reward, terminated, truncated, info
+
+    def _step_reshaped(self, action: Any) -> tuple[Any, Any, bool, bool, Any, Verdict]:
+        """The pipeline between the agent's action and the verdict: rules, base step, observers."""
         rng = self._rng
+        if self._audit:
+            self._expect_unchanged("something outside the harness, between steps,")
         for hook, memo in self._on_action:
             action = hook(action, memo, rng)
             if action.__class__ is Blocked:
@@ -131,13 +249,16 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if action.__class__ is Blocked:
             blocked = action.reason
             action, obs, reward, base_term, base_trunc = None, self._raw_obs, 0.0, False, False
-            info: dict[str, Any] = {"blocked": blocked}
+            info: Any = {"blocked": blocked}
             verdict = self._verdict
         else:
             blocked = None
             obs, reward, base_term, base_trunc, info = self.env.step(action)
-            verdict = self.adapter.judge(obs, reward, base_term, base_trunc, info)
+            verdict = self._judge(obs, reward, base_term, base_trunc, info)
+            info = dict(info)  # rules edit a copy: the base env and its wrappers may keep theirs
             self._raw_obs = obs
+            if self._audit:
+                self._mark = self._adapter.checkpoint()
         self._t += 1
         terminated, truncated, end_reason = base_term, base_trunc, None
         if self._on_transition:
@@ -148,20 +269,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             reward, info, end_reason = step.reward, step.info, step.end_reason
             terminated = step.terminated or base_term
             truncated = step.truncated or base_trunc
-        if verdict.success:
-            # Success ends the episode even if a transform moved the base env's own goal test.
-            terminated = terminated or not truncated
-        elif self._max_steps is not None and self._t >= self._max_steps and not terminated:
-            truncated = True
         for hook, memo in self._observe:
             obs = hook(obs, memo, rng)
-        if (terminated or truncated) and not verdict.success and verdict.reason == IN_PROGRESS:
-            verdict = Verdict(False, 0.0, end_reason or (TIMEOUT if truncated else "ended by a rule"))
-        self._verdict = verdict
-        if verdict.success and self._links and (terminated or truncated):
-            return self._enter_segment(0, verdict, reward, info)
-        info["verdict"] = verdict
-        return obs, reward, terminated, truncated, info
+        if (terminated or truncated) and not verdict.success and verdict.reason == IN_PROGRESS and end_reason:
+            verdict = Verdict(False, 0.0, end_reason)
+        return obs, reward, terminated, truncated, info, verdict
 
     def close(self) -> None:
         for linked in self._links:
@@ -195,8 +307,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _step_linked(self, action: Any) -> tuple:
         index = self._segment
-        obs, reward, terminated, truncated, info = self._links[index].step(action)
-        verdict = info["verdict"]
+        linked = self._links[index]
+        obs, reward, terminated, truncated, info = linked.step(action)
+        info = dict(info)
+        # The linked harness's own record, not whatever its info says.
+        verdict = linked._verdict
         if (terminated or truncated) and verdict.success and index + 1 < len(self._links):
             return self._enter_segment(index + 1, verdict, reward, info)
         if terminated or truncated:
@@ -205,6 +320,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             reason = "all linked segments succeeded" if verdict.success else f"segment {index + 2}: {verdict.reason}"
             verdict = Verdict(verdict.success, score if verdict.success else 0.0, reason)
             self._segment = None
+            self._ended = True
         self._verdict = verdict
         info["segment"] = index + 1
         info["verdict"] = verdict
@@ -221,11 +337,62 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return HarnessSpec(env_id=base.id, env_kwargs=dict(base.kwargs), transforms=[t.to_spec() for t in self.transforms])
 
 
+def _inner_harness(env: gym.Env) -> Harness | None:
+    """The harness inside ``env`` (under any wrappers), if there is one."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, Harness):
+            return env
+        env = env.env
+    return None
+
+
 _LAZY_NAMESPACES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid", "envharness/": "envharness.envs"}
+
+
+# Modules whose ``module:Env`` ids may be made in the current context (see :func:`allowing_imports`).
+_ALLOWED_IMPORTS: ContextVar[frozenset[str]] = ContextVar("envharness_allowed_imports", default=frozenset())
+
+
+@contextmanager
+def allowing_imports(*modules: str) -> Iterator[None]:
+    """Within the block, env ids of the form ``module:Env-v0`` may import the named modules.
+
+    Env ids are data (they come from spec files, libraries and exports), and Gymnasium
+    imports the module before ``:`` when it makes such an id, so envharness refuses those
+    ids unless the caller names the module here, with ``allow_imports=`` on
+    :func:`wrap` / :meth:`~envharness.spec.HarnessSpec.build`, or ``--allow-import`` at the CLI.
+
+    Example:
+        >>> import envharness
+        >>> envharness.wrap("gymnasium.envs.classic_control:CartPole-v1")
+        Traceback (most recent call last):
+        ...
+        envharness.errors.SpecError: env_id: 'gymnasium.envs.classic_control:CartPole-v1' would import module 'gymnasium.envs.classic_control', and a spec is data that never runs code; import the module yourself and use its registered id, or opt in with allow_imports=['gymnasium.envs.classic_control'] (CLI: --allow-import gymnasium.envs.classic_control)
+        >>> with allowing_imports("gymnasium.envs.classic_control"):
+        ...     envharness.wrap("gymnasium.envs.classic_control:CartPole-v1").spec.id
+        'CartPole-v1'
+    """
+    token = _ALLOWED_IMPORTS.set(_ALLOWED_IMPORTS.get() | frozenset(modules))
+    try:
+        yield
+    finally:
+        _ALLOWED_IMPORTS.reset(token)
+
+
+def check_env_id(env_id: str) -> None:
+    """Raise :class:`~envharness.errors.SpecError` if making ``env_id`` would import a module not allowed here."""
+    module, colon, _ = env_id.partition(":")
+    if colon and module not in _ALLOWED_IMPORTS.get():
+        raise SpecError(
+            f"env_id: {env_id!r} would import module {module!r}, and a spec is data that never runs code; "
+            f"import the module yourself and use its registered id, or opt in with allow_imports=[{module!r}] "
+            f"(CLI: --allow-import {module})"
+        )
 
 
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
+    check_env_id(env_id)
     if env_id not in gym.registry:
         for prefix, module in _LAZY_NAMESPACES.items():
             if env_id.startswith(prefix):
@@ -243,8 +410,11 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         raise SpecError(f"env_kwargs: {env_id} rejected them ({error}); pass only arguments its constructor takes") from None
 
 
-def wrap(env_or_id: gym.Env | str, *transforms: Any, **make_kwargs: Any) -> Harness:
+def wrap(env_or_id: gym.Env | str, *transforms: Any, allow_imports: Iterable[str] = (), **make_kwargs: Any) -> Harness:
     """Wrap an env (or make one from its id with ``make_kwargs``) and reshape it with ``transforms``.
+
+    ``allow_imports`` names the modules that ``module:Env`` ids (the base env's, or a
+    :class:`~envharness.transforms.Chain`'s) may import; none by default.
 
     Example:
         >>> import envharness
@@ -254,12 +424,13 @@ def wrap(env_or_id: gym.Env | str, *transforms: Any, **make_kwargs: Any) -> Harn
         >>> info["verdict"]
         Verdict(success=False, score=0.0, reason='in progress')
     """
-    if isinstance(env_or_id, str):
-        env = make_base(env_or_id, **make_kwargs)
-    elif isinstance(env_or_id, gym.Env):
-        if make_kwargs:
-            raise SpecError(f"wrap: keyword arguments {sorted(make_kwargs)} only apply to an env id; pass them to your env instead")
-        env = env_or_id
-    else:
-        raise SpecError(f"wrap: got {type(env_or_id).__name__}; pass a gymnasium.Env or a registered env id")
-    return Harness(env, transforms)
+    with allowing_imports(*allow_imports):
+        if isinstance(env_or_id, str):
+            env = make_base(env_or_id, **make_kwargs)
+        elif isinstance(env_or_id, gym.Env):
+            if make_kwargs:
+                raise SpecError(f"wrap: keyword arguments {sorted(make_kwargs)} only apply to an env id; pass them to your env instead")
+            env = env_or_id
+        else:
+            raise SpecError(f"wrap: got {type(env_or_id).__name__}; pass a gymnasium.Env or a registered env id")
+        return Harness(env, transforms)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import gymnasium as gym
@@ -105,23 +106,29 @@ class HarnessSpec(BaseModel):
         for t in self.transforms:
             transform_from_spec(t)
 
-    def build(self) -> Any:
-        """The :class:`~envharness.harness.Harness` this spec describes."""
+    def build(self, allow_imports: Iterable[str] = ()) -> Any:
+        """The :class:`~envharness.harness.Harness` this spec describes.
+
+        A spec is data and never runs code: an ``env_id`` (or a ``Chain``'s) of the form
+        ``module:Env`` is refused unless ``allow_imports`` names its module.
+        """
         from envharness.harness import wrap
 
-        return wrap(self.env_id, *self.transforms, **self.env_kwargs)
+        return wrap(self.env_id, *self.transforms, allow_imports=allow_imports, **self.env_kwargs)
 
 
-def make_harness(spec: Any, **overrides: Any) -> Any:
+def make_harness(spec: Any, allow_imports: Iterable[str] = (), **overrides: Any) -> Any:
     """Gymnasium entry point for registered specs: build the harness from spec data."""
     spec = HarnessSpec.coerce(spec)
     if overrides:
         spec = spec.model_copy(update={"env_kwargs": {**spec.env_kwargs, **overrides}})
-    return spec.build()
+    return spec.build(allow_imports=allow_imports)
 
 
-def register(spec: Any, id: str) -> str:
+def register(spec: Any, id: str, allow_imports: Iterable[str] = ()) -> str:
     """Register ``spec`` as a Gymnasium id so that ``gymnasium.make(id)`` builds it.
+
+    ``allow_imports`` is passed on to :meth:`HarnessSpec.build` each time the id is made.
 
     Example:
         >>> import gymnasium as gym
@@ -138,7 +145,7 @@ def register(spec: Any, id: str) -> str:
     gym.register(
         id=id,
         entry_point="envharness.spec:make_harness",
-        kwargs={"spec": spec.model_dump(mode="json")},
+        kwargs={"spec": spec.model_dump(mode="json"), **({"allow_imports": sorted(allow_imports)} if allow_imports else {})},
         disable_env_checker=True,
     )
     return id

@@ -1,20 +1,21 @@
 """The verdict: the original success predicate's answer, as an immutable value.
 
-Contains :class:`Verdict` and the reasons every adapter uses. A verdict is computed by
-the adapter from the *base* environment before any transform runs, and the harness
-publishes it last in ``info["verdict"]``; nothing a transform does can change it.
+Contains :class:`Verdict`, :data:`RUNNING` and the reasons every adapter uses. A verdict
+is computed by the adapter from the *base* environment before any transform runs, and
+the harness publishes it last in ``info["verdict"]``; nothing a transform does can
+change it. A verdict is a tuple underneath, so no Python code can edit one in place,
+not even with ``object.__setattr__``; that is what makes a shared :data:`RUNNING` safe.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 IN_PROGRESS = "in progress"
 TIMEOUT = "timeout"
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The original verifier's judgement of an episode so far.
 
     Args:
@@ -26,10 +27,14 @@ class Verdict:
         >>> v = Verdict(success=True, score=0.9, reason="reached goal")
         >>> v
         Verdict(success=True, score=0.9, reason='reached goal')
-        >>> v.success = False
+        >>> v.success = False  # doctest: +IGNORE_EXCEPTION_DETAIL
         Traceback (most recent call last):
         ...
-        dataclasses.FrozenInstanceError: cannot assign to field 'success'
+        AttributeError: can't set attribute
+        >>> object.__setattr__(v, "success", False)  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        ...
+        AttributeError: can't set attribute
     """
 
     success: bool

@@ -181,11 +181,11 @@ def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json
 
 
 # -- process backend ---------------------------------------------------------------------
-def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes) -> None:
+def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
     """Worker loop: build the env and policy once, then run episodes on request."""
     try:
         spec = HarnessSpec.from_json(spec_json)
-        env = spec.build()
+        env = spec.build(allow_imports=allow_imports)
         policy = cloudpickle.loads(factory_bytes)(env)
         spec_hash = spec.hash()
     except Exception as exc:
@@ -204,9 +204,9 @@ def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes) -> None:
 class _Pool:
     """Spawned workers, one episode in flight each; a dead worker is replaced."""
 
-    def __init__(self, workers: int, spec_json: str, factory_bytes: bytes) -> None:
+    def __init__(self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
         self.ctx = mp.get_context("spawn")
-        self.args = (spec_json, factory_bytes)
+        self.args = (spec_json, factory_bytes, allow_imports)
         self.workers: list[dict[str, Any]] = []
         for _ in range(workers):
             self._start()
@@ -239,9 +239,10 @@ class _Pool:
             worker["conn"].close()
 
 
-def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable) -> None:
+def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable,
+                     allow_imports: tuple[str, ...] = ()) -> None:
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
-    pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory))
+    pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
     queue = list(reversed(tasks))
     attempts: dict[int, int] = {}
     pending, startup_failures = len(tasks), 0
@@ -295,7 +296,8 @@ def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tupl
 
 
 # -- ray backend -------------------------------------------------------------------------
-def _ray_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable) -> None:
+def _ray_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable,
+                 allow_imports: tuple[str, ...] = ()) -> None:
     try:
         import ray
     except ImportError:
@@ -309,7 +311,7 @@ def _ray_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[in
     @ray.remote(max_retries=1, num_cpus=1)
     def episode(task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
         local = HarnessSpec.from_json(spec_json)
-        env = local.build()
+        env = local.build(allow_imports=allow_imports)
         try:
             return run_episode(env, cloudpickle.loads(factory_bytes)(env), task[0], task[1], spec_hash, spec_json)
         finally:
@@ -369,6 +371,7 @@ def rollout(
     out: str | Path | None = None,
     flush_steps: int = 50_000,
     progress: bool = False,
+    allow_imports: Iterable[str] = (),
 ) -> TrajectoryStore:
     """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
 
@@ -383,6 +386,7 @@ def rollout(
         out: run directory to create or append to (default: a new temporary directory).
         flush_steps: commit a part to the store every this many steps.
         progress: show a progress bar.
+        allow_imports: modules a ``module:Env`` id in the spec may import (none by default).
 
     Example:
         >>> store = rollout("FrozenLake-v1", "random", episodes=5)
@@ -398,7 +402,8 @@ def rollout(
     if not seed_list:
         raise TrajectoryError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
     factory = policy_factory(policy, policy_seed)
-    spec.build().close()  # fail here, in the caller, on a bad spec
+    allowed = tuple(allow_imports)
+    spec.build(allow_imports=allowed).close()  # fail here, in the caller, on a bad spec
     path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
     store = TrajectoryStore.create(
         path,
@@ -411,16 +416,16 @@ def rollout(
     writer = _OrderedWriter(store, first, flush_steps, on_episode)
     try:
         if backend == "serial":
-            env = spec.build()
+            env = spec.build(allow_imports=allowed)
             instance = factory(env)
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
                 writer(*run_episode(env, instance, episode_id, seed, spec_hash, spec_json))
             env.close()
         elif backend == "process":
-            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer)
+            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
         else:
-            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer)
+            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
     finally:
         writer.flush()
         if bar is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from envharness.adapters import ADAPTERS
 from envharness.harness import Harness
 from envharness.spec import HarnessSpec
 from envharness.transforms import TRANSFORMS, transform_from_spec
@@ -28,6 +29,7 @@ from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryStore
 
 GATES = ("verifier_integrity", "solvability", "learnability", "targeting", "novelty")
+STOCK_ADAPTERS = frozenset({"Adapter", *(cls.__name__ for cls in ADAPTERS)})
 
 
 @dataclass(frozen=True)
@@ -138,9 +140,7 @@ class Validator:
         foreign = [t.name for t in candidate.spec.transforms if TRANSFORMS.get(t.name) is None
                    or not TRANSFORMS[t.name].__module__.startswith("envharness.transforms")]
         env = candidate.spec.build()
-        adapter_judge = type(env.adapter).judge
-        stock = type(env).step is Harness.step and type(env).reset is Harness.reset and \
-            adapter_judge.__module__.startswith("envharness.adapters")
+        stock = type(env).step is Harness.step and type(env).reset is Harness.reset and env.adapter.name in STOCK_ADAPTERS
         if foreign or not stock:
             env.close()
             return GateResult(gate="verifier_integrity", passed=False, statistic={"foreign_transforms": foreign},

@@ -137,10 +137,16 @@ class PoisonHiddenTests(RuleTransform):
 VICTIM: dict[str, Any] = {}
 
 
-def test_a_transform_that_edits_the_hidden_tests_cannot_make_a_failing_patch_pass():
+def test_a_transform_that_edits_the_hidden_tests_is_caught_and_cannot_make_a_failing_patch_pass():
     env = envharness.wrap(ENV, PoisonHiddenTests(), task="add")
     VICTIM["env"] = env
-    _, reward, terminated, _, info = play(env, [call("submit")])
+    env.reset(seed=0)
+    with pytest.raises(envharness.VerifierTamperError, match="PoisonHiddenTests.on_action"):
+        env.step(call("submit"))
+    # With the audit off, the verifier's own pristine copy of the hidden tests still decides.
+    unaudited = envharness.Harness(envharness.harness.make_base(ENV, task="add"), [PoisonHiddenTests()], audit=False)
+    VICTIM["env"] = unaudited
+    _, reward, terminated, _, info = play(unaudited, [call("submit")])
     assert reward == 1.0 and terminated  # the poisoned env believes it...
     assert info["verdict"].success is False  # ...the verifier does not
 

@@ -58,6 +58,8 @@ def test_wrapped_env_round_trips_through_cloudpickle(env_id):
         a, b = env.step(action), clone.step(action)
         assert a[1:4] == b[1:4]
         assert a[4]["verdict"] == b[4]["verdict"]
+        if a[2] or a[3]:
+            break
 
 
 def _make(env_id):

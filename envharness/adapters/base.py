@@ -3,12 +3,20 @@
 Contains :class:`Adapter` (the interface and the generic fallback used for any Gymnasium
 env), the capability names state transforms ask for, and :func:`grid_distances`, the
 breadth-first search the grid families share for goal distances and solvability.
+
+What success *means* is fixed when the adapter is made, from the env's registration:
+the time limit the verifier counts against is the registered one (``env_kwargs`` may
+tighten it, never loosen it), and each family names the constructor arguments that
+would redefine success (:attr:`Adapter.verifier_kwargs`), which are judged at their
+registered values. What the *level* is (map, start, physics) is read at reset, after
+state transforms; every non-registered keyword argument is part of the level id.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import pickle
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -56,11 +64,21 @@ class Adapter:
     state_attrs: tuple[str, ...] = ()
     # Whether the observation shows where the goal is (FrozenLake's position index does not).
     observes_goal: bool = True
+    # Constructor arguments that would redefine success; the verifier uses their registered values.
+    verifier_kwargs: tuple[str, ...] = ()
+    # Constructor arguments that change neither the level nor success (left out of the level id).
+    neutral_kwargs: tuple[str, ...] = ("render_mode",)
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
         self.raw = env.unwrapped
         self._features: dict[str, float] = {}
+        self._layers = _layers(env)
+        self._limit = _registered_limit(env)
+        extra = {k: v for k, v in _unregistered_kwargs(env).items() if k not in self.neutral_kwargs}
+        self.kwargs_key = digest(sorted(extra.items())) if extra else ""
+        self._class_callables = {id(layer): _callable_names(type(layer)) for layer in (*self._layers, self)}
+        self._unpicklable: set[tuple[int, str]] = set()
 
     @classmethod
     def matches(cls, raw: gym.Env) -> bool:
@@ -91,10 +109,67 @@ class Adapter:
     def begin_episode(self) -> None:
         """Snapshot what the verifier judges against, after state transforms have run."""
 
+    def restart_clock(self) -> None:
+        """Start the agent's time at zero after state transforms (a replayed prefix is setup, not play)."""
+        for layer in self._layers:
+            if isinstance(layer, gym.wrappers.TimeLimit):
+                layer._elapsed_steps = 0
+
+    def solved(self) -> str | None:
+        """Why the verifier would already call the current state a success (None if it would not)."""
+        return None
+
     def time_limit(self) -> int | None:
-        """The most agent steps an episode may take (the made env's ``max_episode_steps``)."""
+        """The most agent steps an episode may take: the registered limit, or a tighter made one."""
+        return self._limit
+
+    def pristine(self) -> Any:
+        """An unwrapped env made with this one's arguments, except :attr:`verifier_kwargs` at their registered values.
+
+        It is this env itself when no such argument was changed.
+        """
         spec = self.env.spec
-        return spec.max_episode_steps if spec is not None else None
+        kwargs = dict(spec.kwargs) if spec is not None else {}
+        registered = gym.registry[spec.id].kwargs if spec is not None and spec.id in gym.registry else {}
+        changed = [k for k in self.verifier_kwargs if k in kwargs and (k not in registered or not _same(registered[k], kwargs[k]))]
+        if not changed:
+            return self.raw
+        for k in changed:
+            if k in registered:
+                kwargs[k] = registered[k]
+            else:
+                del kwargs[k]
+        kwargs.pop("render_mode", None)
+        return type(self.raw)(**kwargs)
+
+    def checkpoint(self) -> list[Any]:
+        """A value that changes whenever anything the verifier could depend on changes.
+
+        It covers every attribute of the unwrapped env and of each wrapper under the
+        harness (``TimeLimit`` counters included), the random generators, methods replaced
+        on an instance, the classes themselves, and this adapter's own snapshot. The
+        harness compares checkpoints around code that must not edit the base env.
+        """
+        out: list[Any] = []
+        for obj in (*self._layers, self):
+            callables = self._class_callables[id(obj)]
+            out.append(id(type(obj)))
+            for name, value in vars(obj).items():
+                if name in _UNTRACKED or (obj is self and name in _ADAPTER_UNTRACKED):
+                    continue
+                if name in callables:
+                    out.append(("replaced method", name, id(value)))
+                    continue
+                key = (id(obj), name)
+                if key in self._unpicklable:
+                    out.append((name, id(value)))
+                    continue
+                try:
+                    out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+                except Exception:  # sandboxes, windows, closures: their identity is what we can watch
+                    self._unpicklable.add(key)
+                    out.append((name, id(value)))
+        return out
 
     def observe(self) -> Any:
         """Re-read the base env's observation after its state was edited."""
@@ -144,6 +219,55 @@ class Adapter:
             raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
         for name, value in state.items():
             setattr(self.raw, name, copy.deepcopy(value))
+
+
+# Attributes no verifier reads: the wrapper links, what rendering creates or updates, and
+# the env checker's copy of the last (obs, info), which transforms are handed.
+_UNTRACKED = frozenset({"env", "screen", "clock", "window", "isopen", "surf", "viewer", "render_mode", "_previous_data"})
+_ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_class_callables", "_unpicklable"})
+
+
+def _layers(env: gym.Env) -> tuple[gym.Env, ...]:
+    """``env`` and every env it wraps, down to the unwrapped one."""
+    out = [env]
+    while isinstance(out[-1], gym.Wrapper):
+        out.append(out[-1].env)
+    return tuple(out)
+
+
+def _callable_names(cls: type) -> frozenset[str]:
+    return frozenset(name for klass in cls.__mro__ for name, value in vars(klass).items() if callable(value) or isinstance(value, (staticmethod, classmethod, property)))
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # arrays compare elementwise
+        return repr(a) == repr(b)
+
+
+def _registered_limit(env: gym.Env) -> int | None:
+    """The registered ``max_episode_steps``, or the made one if it is tighter (or the only one)."""
+    spec = env.spec
+    if spec is None:
+        return None
+    limits = [spec.max_episode_steps]
+    if spec.id in gym.registry:
+        limits.append(gym.registry[spec.id].max_episode_steps)
+    known = [int(limit) for limit in limits if limit is not None]
+    return min(known) if known else None
+
+
+def _unregistered_kwargs(env: gym.Env) -> dict[str, Any]:
+    """The made env's arguments that its registration does not give (``max_episode_steps`` included)."""
+    spec = env.spec
+    if spec is None or spec.id not in gym.registry:
+        return {}
+    registered = gym.registry[spec.id]
+    extra = {k: v for k, v in spec.kwargs.items() if k not in registered.kwargs or not _same(registered.kwargs[k], v)}
+    if spec.max_episode_steps != registered.max_episode_steps:
+        extra["max_episode_steps"] = spec.max_episode_steps
+    return extra
 
 
 def digest(*parts: Any) -> str:

@@ -2,8 +2,10 @@
 
 Contains :class:`CartPoleAdapter`, :class:`MountainCarAdapter` and :class:`AcrobotAdapter`,
 sharing :class:`ClassicControlAdapter` (physics constants, initial-state noise, state
-get/set). Verifiers: CartPole survived to its time limit without failing; MountainCar
-reached the goal position fixed at reset; Acrobot swung its tip above the line.
+get/set). Verifiers: CartPole survived the registered time limit (counted in agent steps
+by the adapter itself, so no counter outside it can shorten the task) without failing;
+MountainCar reached the registered goal position and velocity; Acrobot swung its tip
+above the line.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import numpy as np
 
 from envharness.adapters.base import Adapter, digest
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
+
+_BALANCED = Verdict(True, 1.0, "balanced to the time limit")
 
 
 class ClassicControlAdapter(Adapter):
@@ -78,7 +82,7 @@ class ClassicControlAdapter(Adapter):
 
 
 class CartPoleAdapter(ClassicControlAdapter):
-    """CartPole: success is surviving to the time limit without the pole falling.
+    """CartPole: success is surviving the registered time limit without the pole falling.
 
     Example:
         >>> import gymnasium as gym
@@ -86,8 +90,11 @@ class CartPoleAdapter(ClassicControlAdapter):
         >>> adapter = CartPoleAdapter(env)
         >>> adapter.set_physics({"pole_length": 1.0}); adapter.raw.polemass_length
         0.1
-        >>> adapter.judge(None, 1.0, False, True, {}).success
-        True
+        >>> adapter.begin_episode()
+        >>> [adapter.judge(None, 1.0, False, False, {}).success for _ in range(499)][-1]
+        False
+        >>> adapter.judge(None, 1.0, False, False, {})
+        Verdict(success=True, score=1.0, reason='balanced to the time limit')
     """
 
     env_class = "CartPoleEnv"
@@ -108,18 +115,31 @@ class CartPoleAdapter(ClassicControlAdapter):
         raw.total_mass = raw.masspole + raw.masscart
         raw.polemass_length = raw.masspole * raw.length
 
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self._theta_max = float(self.raw.theta_threshold_radians)
+        self._steps = 0
+
+    def begin_episode(self) -> None:
+        super().begin_episode()
+        self._steps = 0
+
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if terminated:
-            x, _, theta, _ = self.raw.state
-            fell = abs(theta) > self.raw.theta_threshold_radians
+            fell = abs(self.raw.state[2]) > self._theta_max
             return Verdict(False, 0.0, "pole fell" if fell else "cart out of bounds")
+        self._steps = steps = self._steps + 1
+        limit = self._limit
+        if limit is not None and steps >= limit:
+            return _BALANCED
         if truncated:
-            return Verdict(True, 1.0, "balanced to the time limit")
+            # Without a known limit, the made env's own truncation is the time limit.
+            return _BALANCED if limit is None else Verdict(False, 0.0, TIMEOUT)
         return RUNNING
 
 
 class MountainCarAdapter(ClassicControlAdapter):
-    """MountainCar: success is reaching the goal position in force at reset.
+    """MountainCar: success is reaching the registered goal position with the registered goal velocity.
 
     Example:
         >>> import gymnasium as gym
@@ -130,15 +150,20 @@ class MountainCarAdapter(ClassicControlAdapter):
 
     env_class = "MountainCarEnv"
     physics = {"gravity": ("gravity",), "force": ("force",)}
+    verifier_kwargs = ("goal_velocity",)
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
-        self._goal = float(self.raw.goal_position)
+        pristine = self.pristine()
+        self._goal = (float(pristine.goal_position), float(pristine.goal_velocity))
 
     def begin_episode(self) -> None:
         super().begin_episode()
-        self._goal = float(self.raw.goal_position)
         self._features["start_position"] = float(self.raw.state[0])
+
+    def solved(self) -> str | None:
+        position, velocity = self.raw.state[:2]
+        return "the car starts at the goal" if position >= self._goal[0] and velocity >= self._goal[1] else None
 
     def _clip_state(self, state: np.ndarray) -> np.ndarray:
         raw = self.raw
@@ -147,7 +172,8 @@ class MountainCarAdapter(ClassicControlAdapter):
         )
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
-        if self.raw.state[0] >= self._goal:
+        position, velocity = self.raw.state[:2]
+        if position >= self._goal[0] and velocity >= self._goal[1]:
             return Verdict(True, 1.0, "reached goal")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
@@ -173,9 +199,15 @@ class AcrobotAdapter(ClassicControlAdapter):
     def observe(self) -> Any:
         return self.raw._get_ob()
 
-    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+    def _swung_up(self) -> bool:
         s = self.raw.state
-        if -math.cos(s[0]) - math.cos(s[1] + s[0]) > 1.0:
+        return bool(-math.cos(s[0]) - math.cos(s[1] + s[0]) > 1.0)
+
+    def solved(self) -> str | None:
+        return "the tip starts above the bar" if self._swung_up() else None
+
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        if self._swung_up():
             return Verdict(True, 1.0, "swung up")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")

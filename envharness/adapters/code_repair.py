@@ -27,13 +27,14 @@ class CodeRepairAdapter(Adapter):
 
     family = "code_repair"
     capabilities = frozenset({"files"})
+    neutral_kwargs = ("render_mode", "sandbox", "output_limit")
     state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         from envharness.envs.code_tasks import TASKS
 
-        self._pristine = {task.name: (task.path, task.hidden_tests) for task in TASKS}
+        self._pristine = tuple((task.name, task.path, task.hidden_tests) for task in TASKS)
         self._task = ""
 
     @classmethod
@@ -47,12 +48,16 @@ class CodeRepairAdapter(Adapter):
 
         raw = self.raw
         self._task = raw.task.name
-        path, hidden = self._pristine[self._task]
+        path, hidden = self._reference()
         self._features = {
             "module_lines": float(len(raw.files[path].splitlines())),
             "hidden_tests": float(len(suite_tests(hidden))),
             "visible_tests": float(len(suite_tests(raw.task.visible_tests))),
         }
+
+    def _reference(self) -> tuple[str, str]:
+        """The module path and the pristine hidden tests of the current task."""
+        return next((path, hidden) for name, path, hidden in self._pristine if name == self._task)
 
     def level_id(self) -> str | None:
         return self._task
@@ -65,7 +70,7 @@ class CodeRepairAdapter(Adapter):
         if terminated and raw.submitted:
             from envharness.envs.code_repair import verify
 
-            path, hidden = self._pristine[self._task]
+            path, hidden = self._reference()
             success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox)
             return Verdict(success, passed / total if total else 0.0, "hidden tests pass" if success else "hidden tests fail")
         if terminated or truncated:

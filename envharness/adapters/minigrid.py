@@ -21,6 +21,10 @@ from envharness.verifier import RUNNING, TIMEOUT, Verdict
 BLOCKING = frozenset({"wall", "lava"})
 
 
+def _unit(score: float) -> float:
+    return min(max(score, 0.0), 1.0)
+
+
 def _is_minigrid(raw: Any) -> bool:
     try:
         from minigrid.minigrid_env import MiniGridEnv
@@ -45,10 +49,13 @@ class MiniGridAdapter(Adapter):
 
     family = "minigrid"
     state_attrs = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
+    verifier_kwargs = ("max_steps",)
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._goals: frozenset[tuple[int, int]] = frozenset()
+        # The step limit success and score count against: what the constructor sets by default.
+        self._max_steps = int(self.pristine().max_steps)
         has_goal = self._probe_has_goal()
         self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
 
@@ -107,7 +114,15 @@ class MiniGridAdapter(Adapter):
         return [int(self.raw.agent_pos[0]), int(self.raw.agent_pos[1]), int(self.raw.agent_dir)]
 
     def time_limit(self) -> int | None:
-        return super().time_limit() or int(self.raw.max_steps)
+        limit = super().time_limit()
+        return self._max_steps if limit is None else min(limit, self._max_steps)
+
+    def restart_clock(self) -> None:
+        super().restart_clock()
+        self.raw.step_count = 0
+
+    def solved(self) -> str | None:
+        return "the agent starts on a goal tile" if self._agent() in self._goals else None
 
     def observe(self) -> Any:
         return self.raw.gen_obs()
@@ -117,9 +132,9 @@ class MiniGridAdapter(Adapter):
         if self._goals:
             pos = raw.agent_pos
             if (int(pos[0]), int(pos[1])) in self._goals:
-                return Verdict(True, 1.0 - 0.9 * (raw.step_count / raw.max_steps), "reached goal")
+                return Verdict(True, _unit(1.0 - 0.9 * (raw.step_count / self._max_steps)), "reached goal")
         elif terminated and reward > 0:
-            return Verdict(True, float(reward), "mission complete")
+            return Verdict(True, _unit(float(reward)), "mission complete")
         if terminated:
             cell = raw.grid.get(*raw.agent_pos)
             return Verdict(False, 0.0, "lava" if cell is not None and cell.type == "lava" else "mission failed")

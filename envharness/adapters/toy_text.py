@@ -15,6 +15,8 @@ import numpy as np
 from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
+_GOAL, _HOLE = ord("G"), ord("H")
+
 
 class ToyTextAdapter(Adapter):
     """Shared by the toy-text envs: the whole state is the discrete ``s`` (plus the last action)."""
@@ -59,7 +61,8 @@ class FrozenLakeAdapter(ToyTextAdapter):
         self._original = (raw.desc.copy(), raw.P, raw.initial_state_distrib.copy())
         self._edited = False
         self._dynamics = self._read_dynamics()
-        self._desc_flat = raw.desc.ravel().copy()
+        # The map the verifier judges against, as immutable bytes: one letter per cell.
+        self._desc_flat = raw.desc.tobytes()
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -103,7 +106,7 @@ class FrozenLakeAdapter(ToyTextAdapter):
 
     def begin_episode(self) -> None:
         raw = self.raw
-        self._desc_flat = raw.desc.ravel().copy()
+        self._desc_flat = raw.desc.tobytes()
         self._features = {
             "size": float(raw.nrow),
             "n_holes": float((raw.desc == b"H").sum()),
@@ -111,11 +114,14 @@ class FrozenLakeAdapter(ToyTextAdapter):
             "slippery": float(self._dynamics["is_slippery"]),
         }
 
+    def solved(self) -> str | None:
+        return "the agent starts on the goal" if self._desc_flat[int(self.raw.s)] == _GOAL else None
+
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         letter = self._desc_flat[int(self.raw.s)]
-        if letter == b"G":
+        if letter == _GOAL:
             return Verdict(True, 1.0, "reached goal")
-        if letter == b"H":
+        if letter == _HOLE:
             return Verdict(False, 0.0, "hole")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without success")
@@ -229,6 +235,9 @@ class TaxiAdapter(ToyTextAdapter):
             "passenger_distance": float(abs(p_row - d_row) + abs(p_col - d_col)),
         }
 
+    def solved(self) -> str | None:
+        return "the passenger starts at the destination" if self._decode()[2] == self._destination else None
+
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if terminated:
             if self._decode()[2] == self._destination:
@@ -303,6 +312,9 @@ class CliffWalkingAdapter(ToyTextAdapter):
             "start_row": float(row),
             "start_col": float(col),
         }
+
+    def solved(self) -> str | None:
+        return "the agent starts on the goal" if int(self.raw.s) == self._goal_state else None
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if int(self.raw.s) == self._goal_state:

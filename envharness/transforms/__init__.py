@@ -1,9 +1,14 @@
 """The transform catalog: every built-in transform, by kind, and the registry.
 
+:data:`CATALOG` is the set of built-in classes, fixed at import: the harness trusts them
+not to touch the base env outside their surfaces, and audits every other transform.
+
 Example:
-    >>> from envharness.transforms import TRANSFORMS
+    >>> from envharness.transforms import CATALOG, TRANSFORMS
     >>> sorted({cls.kind for cls in TRANSFORMS.values()})
     ['link', 'observation', 'rule', 'state']
+    >>> MoveGoal in CATALOG
+    True
 """
 
 from envharness.transforms.base import (
@@ -44,7 +49,10 @@ from envharness.transforms.state import (
     ReplayPrefix,
 )
 
+CATALOG: frozenset[type[Transform]] = frozenset(TRANSFORMS.values())
+
 __all__ = [
+    "CATALOG",
     "KINDS",
     "TRANSFORMS",
     "ActionCost",

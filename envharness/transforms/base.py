@@ -82,14 +82,14 @@ class Transform(BaseModel):
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         """Raise :class:`~envharness.errors.IncompatibleTransformError` if this env cannot take it.
 
-        Called once at wrap time with the base env's adapter and spaces; the default checks
-        the adapter ``capability``.
+        Called once at wrap time with a read-only :class:`~envharness.surfaces.AdapterView`
+        of the base env's adapter, and its spaces; the default checks the adapter ``capability``.
         """
         if self.capability is not None:
             adapter.require(self.capability, self.name)
 
     def proposable(self, adapter: Any) -> bool:
-        """Whether an automatic proposer should offer this reshaping for this env (it is always *allowed*)."""
+        """Whether an automatic proposer should offer this reshaping for this env (``adapter`` is an AdapterView)."""
         return True
 
     def mutate(self, rng: np.random.Generator) -> Self:
@@ -135,8 +135,11 @@ def _bounds(field: Any) -> tuple[float, float]:
 class StateTransform(Transform):
     """Reshapes where an episode starts or what the world holds, at reset, via the adapter.
 
-    Subclasses implement :meth:`apply` by calling an adapter edit and re-reading the
-    observation; ``capability`` names the edit so incompatible envs fail at wrap time.
+    Subclasses implement :meth:`apply` by calling an edit of the
+    :class:`~envharness.surfaces.StateHandle` they are given and re-reading the
+    observation through it; ``capability`` names the edit so incompatible envs fail at
+    wrap time. The handle stops working when ``apply`` returns, and a level the verifier
+    would already call solved is rejected at reset.
 
     Example:
         >>> from envharness.transforms import MoveGoal
@@ -148,7 +151,7 @@ class StateTransform(Transform):
     requires_state_access: ClassVar[bool] = True
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
-        """Edit the freshly reset base env through ``adapter``; return the new observation."""
+        """Edit the freshly reset base env through ``adapter`` (a StateHandle); return the new observation."""
         raise NotImplementedError
 
 
@@ -275,6 +278,10 @@ def register_transform(cls: type[Transform]) -> type[Transform]:
     """Class decorator: make ``cls`` available by name to specs and the CLI."""
     if cls.kind not in KINDS:
         raise SpecError(f"{cls.__name__}.kind: got {cls.kind!r}; use one of {', '.join(KINDS)}")
+    taken = TRANSFORMS.get(cls.__name__)
+    if taken is not None and taken is not cls and taken.__module__.startswith("envharness.transforms."):
+        # Specs name transforms; a catalog name must keep meaning the catalog class.
+        raise SpecError(f"{cls.__name__}: a catalog transform already has this name; give your class another name")
     TRANSFORMS[cls.__name__] = cls
     return cls
 

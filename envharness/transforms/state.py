@@ -220,7 +220,7 @@ class PhysicsParams(StateTransform):
         unsupported = sorted(set(self.values()) - adapter.physics_names)
         if unsupported:
             raise IncompatibleTransformError(
-                f"PhysicsParams.{unsupported[0]}: {type(adapter.raw).__name__} has no such constant; "
+                f"PhysicsParams.{unsupported[0]}: {adapter.env_name} has no such constant; "
                 f"use one of {', '.join(sorted(adapter.physics_names))}"
             )
 
@@ -266,8 +266,10 @@ class InitialStateNoise(StateTransform):
 class ReplayPrefix(StateTransform):
     """Start each episode after replaying ``actions`` on the base env (the task's setup).
 
-    Needs no state access, so it works on any env. A prefix that ends the episode is an
-    error: shorten it.
+    Needs no state access, so it works on any env. The prefix is setup, not play: the
+    agent's clock (the time limit, MiniGrid's step count, CartPole's survival count)
+    starts after it. A prefix that ends the episode or reaches the goal is an error:
+    shorten it.
 
     Example:
         >>> import envharness
@@ -295,7 +297,7 @@ class ReplayPrefix(StateTransform):
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         for i, action in enumerate(self.actions):
-            obs, _, terminated, truncated, _ = adapter.env.step(action)
+            obs, _, terminated, truncated, _ = adapter.step(action)
             if terminated or truncated:
                 raise TransformError(
                     f"ReplayPrefix.actions: the episode ended at prefix step {i}; shorten the prefix below {i + 1} actions"

@@ -64,7 +64,8 @@ def reference_policy(env: gym.Env) -> Policy:
     """The reference solver for ``env``'s family (reads the base env's state, like a planner)."""
     from envrigger.policies.reference import REFERENCE_SOLVERS
 
-    family = type(getattr(env, "adapter", None)).__name__
+    view = getattr(env, "adapter", None)
+    family = view.name if view is not None else ""
     try:
         return REFERENCE_SOLVERS[family](env)
     except KeyError:

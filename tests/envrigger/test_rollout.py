@@ -77,7 +77,8 @@ def test_policy_seed_changes_the_random_episodes(serial_run, tmp_path):
 @pytest.mark.parametrize("backend", ["serial", "process"])
 def test_crashing_env_is_a_recorded_failed_episode_and_the_run_goes_on(backend, tmp_path):
     spec = HarnessSpec(env_id="faulty_envs:Crashy-v0", env_kwargs={"crash_seeds": [2, 4]})
-    run = rollout(spec, "random", seeds=range(6), backend=backend, workers=2, out=tmp_path / "run")
+    # Spawned workers import the env's module, which a spec may do only when the caller opts in.
+    run = rollout(spec, "random", seeds=range(6), backend=backend, workers=2, out=tmp_path / "run", allow_imports=["faulty_envs"])
     by_seed = {e.seed: e for e in run.iter_episodes()}
     assert sorted(by_seed) == list(range(6))
     for seed in (2, 4):

@@ -1,0 +1,192 @@
+"""What transforms (and users) may touch of a base env: a read-only view and a revocable write handle.
+
+Contains :class:`AdapterView` and :class:`StateHandle`. Transforms never receive the raw
+env or the adapter: ``check`` and ``proposable`` get an :class:`AdapterView` (what the
+env offers, its level features, the agent's position), and a state transform's ``apply``
+gets a :class:`StateHandle`, whose edits are the adapter's documented ones, each allowed
+only if the adapter offers its capability, and which stops working when ``apply``
+returns. ``Harness.adapter`` is an :class:`AdapterView` too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envharness.errors import TransformError
+
+# The capability each kind of cell edit needs.
+_CELL_CAPABILITY = {"wall": "walls", "lava": "lava", "hole": "map"}
+
+
+class AdapterView:
+    """Read-only access to an adapter: what the env offers and where the episode stands.
+
+    Args:
+        adapter: the adapter to read.
+
+    Example:
+        >>> import envharness
+        >>> view = envharness.wrap("MiniGrid-Empty-5x5-v0").adapter
+        >>> view.family, sorted(view.capabilities)
+        ('minigrid', ['agent', 'goal', 'lava', 'walls'])
+        >>> hasattr(view, "raw") or hasattr(view, "set_state") or hasattr(view, "judge")
+        False
+    """
+
+    __slots__ = ("_adapter",)
+
+    def __init__(self, adapter: Any) -> None:
+        self._adapter = adapter
+
+    def _target(self) -> Any:
+        return self._adapter
+
+    @property
+    def family(self) -> str:
+        """The adapter family: ``minigrid``, ``toy_text``, ``classic_control``, ``code_repair`` or ``generic``."""
+        return self._target().family
+
+    @property
+    def name(self) -> str:
+        """The adapter's class name, e.g. ``CartPoleAdapter``."""
+        return type(self._target()).__name__
+
+    @property
+    def env_name(self) -> str:
+        """The unwrapped env's class name, e.g. ``CartPoleEnv``."""
+        return type(self._target().raw).__name__
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        """The state edits this env offers (``goal``, ``agent``, ``walls``, ``physics``...)."""
+        return frozenset(self._target().capabilities)
+
+    @property
+    def physics_names(self) -> frozenset[str]:
+        """The physical constants :class:`~envharness.transforms.PhysicsParams` may set."""
+        return frozenset(self._target().physics_names)
+
+    @property
+    def observes_goal(self) -> bool:
+        """Whether the observation shows where the goal is."""
+        return bool(self._target().observes_goal)
+
+    def require(self, capability: str, transform: str) -> None:
+        """Raise a clear error unless the env offers ``capability``."""
+        self._target().require(capability, transform)
+
+    def level_features(self) -> dict[str, float]:
+        """The current level's numeric descriptors (a copy)."""
+        return dict(self._target().level_features())
+
+    def level_id(self) -> str | None:
+        """The current level's id, as published in ``info["level_id"]``."""
+        adapter = self._target()
+        level = adapter.level_id()
+        return f"{level}+{adapter.kwargs_key}" if level is not None and adapter.kwargs_key else level
+
+    def position(self) -> Any:
+        """Where the agent is, as small JSON-able data, or None if unknown."""
+        return self._target().position()
+
+    def time_limit(self) -> int | None:
+        """The most agent steps an episode may take."""
+        return self._target().time_limit()
+
+    def get_state(self) -> dict[str, Any]:
+        """A deep copy of the base env's state (reading it changes nothing)."""
+        return self._target().get_state()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+
+class StateHandle(AdapterView):
+    """The write handle a state transform's ``apply`` gets: the adapter's edits, until ``apply`` returns.
+
+    Each edit needs the adapter capability it uses, so a transform cannot reach an edit
+    the env does not offer; after :meth:`revoke` every call raises
+    :class:`~envharness.errors.TransformError`.
+
+    Args:
+        adapter: the adapter to edit through.
+        transform: the name of the transform holding the handle (for error messages).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> from envharness.adapters import adapter_for
+        >>> env = gym.make("FrozenLake-v1", is_slippery=False)
+        >>> _ = env.reset(seed=0)
+        >>> handle = StateHandle(adapter_for(env), "MyTransform")
+        >>> handle.move_agent(np.random.default_rng(0), 1, 1), handle.observe()
+        (True, 14)
+        >>> handle.revoke()
+        >>> handle.observe()
+        Traceback (most recent call last):
+        ...
+        envharness.errors.TransformError: MyTransform: its state handle was used after apply() returned; edit the env only inside apply()
+    """
+
+    __slots__ = ("_transform",)
+
+    def __init__(self, adapter: Any, transform: str) -> None:
+        super().__init__(adapter)
+        self._transform = transform
+
+    def _target(self) -> Any:
+        adapter = self._adapter
+        if adapter is None:
+            raise TransformError(
+                f"{self._transform}: its state handle was used after apply() returned; edit the env only inside apply()"
+            )
+        return adapter
+
+    def _editor(self, capability: str) -> Any:
+        adapter = self._target()
+        adapter.require(capability, self._transform)
+        return adapter
+
+    def revoke(self) -> None:
+        """End the handle: every later call raises."""
+        self._adapter = None
+
+    def move_goal(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
+        """Move the goal to a free cell at path distance ``[min_dist, max_dist]`` from the agent."""
+        return self._editor("goal").move_goal(rng, min_dist, max_dist)
+
+    def move_agent(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
+        """Move the agent to a free cell at path distance ``[min_dist, max_dist]`` from the goal."""
+        return self._editor("agent").move_agent(rng, min_dist, max_dist)
+
+    def edit_cells(self, kind: str, add: int, remove: int, rng: np.random.Generator, keep_solvable: bool) -> int:
+        """Add or remove cells of ``kind`` (``wall``, ``lava``, ``hole``); returns how many changed."""
+        capability = _CELL_CAPABILITY.get(kind)
+        if capability is None:
+            raise TransformError(f"{self._transform}: cell kind {kind!r} is unknown; use one of {', '.join(_CELL_CAPABILITY)}")
+        return self._editor(capability).edit_cells(kind, add, remove, rng, keep_solvable)
+
+    def set_physics(self, values: dict[str, float]) -> None:
+        """Set physical constants by their envharness names."""
+        adapter = self._editor("physics")
+        unknown = sorted(set(values) - adapter.physics_names)
+        if unknown:
+            raise TransformError(f"{self._transform}: {self.env_name} has no constant {unknown[0]!r}; use one of {', '.join(sorted(adapter.physics_names))}")
+        adapter.set_physics(values)
+
+    def perturb_initial_state(self, rng: np.random.Generator, scale: float) -> None:
+        """Add uniform noise in ``[-scale, scale]`` to every state variable."""
+        self._editor("initial_state").perturb_initial_state(rng, scale)
+
+    def open_file(self, path: str) -> None:
+        """Show ``path`` as if the agent had just viewed it (code-repair envs)."""
+        self._editor("files").open_file(path)
+
+    def observe(self) -> Any:
+        """The base env's observation of its current (edited) state."""
+        return self._target().observe()
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        """Step the base env, as the setup of the episode (:class:`~envharness.transforms.ReplayPrefix`)."""
+        return self._target().env.step(action)
