@@ -155,6 +155,11 @@ def transforms(
     console.print(table)
 
 
+ALLOW_IMPORT_HELP = (
+    "Let a module:Env-v0 env id import MODULE (a spec is data: no module is imported without this); repeatable."
+)
+
+
 def _read_spec(path: Path) -> Any:
     from envharness.spec import HarnessSpec
 
@@ -168,6 +173,7 @@ def check(
     spec_path: Path = typer.Argument(..., metavar="SPEC.json", help="A spec written by `envharness wrap`."),
     episodes: int = typer.Option(5, min=1, help="Random-policy episodes to roll out."),
     seed: int = typer.Option(0, help="Seed of the first episode (episode i uses seed + i)."),
+    allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Build a spec, run Gymnasium's env checker and a short random rollout, print verdict stats.
 
@@ -176,7 +182,7 @@ def check(
     from gymnasium.utils.env_checker import check_env
 
     spec = _read_spec(spec_path)
-    env = spec.build()
+    env = spec.build(allow_imports=allow_import or ())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check_env(env, skip_render_check=True)
@@ -227,6 +233,7 @@ def wrap_command(
     transform: list[str] = typer.Argument(None, metavar="TRANSFORM[:k=v,...]...", help="Transforms in order."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the spec here (default: print it)."),
     kwarg: list[str] = typer.Option(None, "-k", "--kwarg", help="Base env keyword argument key=value; repeatable."),
+    allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Write a spec: a base env plus transforms, checked by building it once.
 
@@ -240,7 +247,7 @@ def wrap_command(
         env_kwargs=parse_assignments(kwarg or [], "--kwarg"),
         transforms=[t.to_spec() for t in built],
     )
-    spec.build().close()
+    spec.build(allow_imports=allow_import or ()).close()
     text = spec.to_json() + "\n"
     if output is None:
         print(text, end="")

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 import envharness
-from envharness.cli import UserError, parse_transform, run_cli, write_atomically
+from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, run_cli, write_atomically
 from envharness.cli import console as harness_console
 from envrigger.trajectory import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
@@ -112,6 +112,7 @@ def collect(
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Worker processes (default: all cores)."),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
+    allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Roll a policy out on a spec and store the trajectories as Parquet.
 
@@ -129,7 +130,7 @@ def collect(
         spec = HarnessSpec(env_id=spec_path)
     started = time.perf_counter()
     store = rollout(spec, policy, seeds=range(seed, seed + episodes), backend=backend, workers=workers,
-                    policy_seed=policy_seed, out=output, progress=True)
+                    policy_seed=policy_seed, out=output, progress=True, allow_imports=allow_import or ())
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
 
 

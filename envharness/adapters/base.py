@@ -74,7 +74,11 @@ class Adapter:
         self.raw = env.unwrapped
         self._features: dict[str, float] = {}
         self._layers = _layers(env)
-        self._limit = _registered_limit(env)
+        made, registered = _time_limits(env)
+        known = [limit for limit in (made, registered) if limit is not None]
+        # Episodes end at the tighter limit; a verifier that counts survival counts to the registered one.
+        self._limit = min(known) if known else None
+        self._registered_limit = registered if registered is not None else made
         extra = {k: v for k, v in _unregistered_kwargs(env).items() if k not in self.neutral_kwargs}
         self.kwargs_key = digest(sorted(extra.items())) if extra else ""
         self._class_callables = {id(layer): _callable_names(type(layer)) for layer in (*self._layers, self)}
@@ -146,16 +150,19 @@ class Adapter:
         """A value that changes whenever anything the verifier could depend on changes.
 
         It covers every attribute of the unwrapped env and of each wrapper under the
-        harness (``TimeLimit`` counters included), the random generators, methods replaced
-        on an instance, the classes themselves, and this adapter's own snapshot. The
-        harness compares checkpoints around code that must not edit the base env.
+        harness (``TimeLimit`` counters included), the env's random generators, methods
+        replaced on an instance, the classes themselves, and this adapter's own snapshot;
+        not the observation and action spaces, whose generators advance when a policy
+        samples an action. The harness compares checkpoints around code that must not edit
+        the base env.
         """
         out: list[Any] = []
         for obj in (*self._layers, self):
             callables = self._class_callables[id(obj)]
             out.append(id(type(obj)))
             for name, value in vars(obj).items():
-                if name in _UNTRACKED or (obj is self and name in _ADAPTER_UNTRACKED):
+                # Spaces hold their own generators, which sampling an action (between steps) advances.
+                if name in _UNTRACKED or (obj is self and name in _ADAPTER_UNTRACKED) or isinstance(value, gym.spaces.Space):
                     continue
                 if name in callables:
                     out.append(("replaced method", name, id(value)))
@@ -246,16 +253,13 @@ def _same(a: Any, b: Any) -> bool:
         return repr(a) == repr(b)
 
 
-def _registered_limit(env: gym.Env) -> int | None:
-    """The registered ``max_episode_steps``, or the made one if it is tighter (or the only one)."""
+def _time_limits(env: gym.Env) -> tuple[int | None, int | None]:
+    """The made env's ``max_episode_steps`` and its registration's (None where unknown)."""
     spec = env.spec
     if spec is None:
-        return None
-    limits = [spec.max_episode_steps]
-    if spec.id in gym.registry:
-        limits.append(gym.registry[spec.id].max_episode_steps)
-    known = [int(limit) for limit in limits if limit is not None]
-    return min(known) if known else None
+        return None, None
+    registered = gym.registry[spec.id].max_episode_steps if spec.id in gym.registry else None
+    return spec.max_episode_steps, registered
 
 
 def _unregistered_kwargs(env: gym.Env) -> dict[str, Any]:

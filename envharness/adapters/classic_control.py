@@ -129,7 +129,7 @@ class CartPoleAdapter(ClassicControlAdapter):
             fell = abs(self.raw.state[2]) > self._theta_max
             return Verdict(False, 0.0, "pole fell" if fell else "cart out of bounds")
         self._steps = steps = self._steps + 1
-        limit = self._limit
+        limit = self._registered_limit
         if limit is not None and steps >= limit:
             return _BALANCED
         if truncated:
