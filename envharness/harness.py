@@ -11,6 +11,8 @@ Contains :class:`Harness` and :func:`wrap`. The pipeline (see ``docs/concepts.md
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -105,14 +107,21 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # Bound from the class once: replacing ``judge`` on the adapter instance changes nothing.
         self._judge = type(adapter).judge.__get__(adapter)
         self.adapter = AdapterView(adapter)
-        for t in built:
-            t.check(self.adapter, env.observation_space, env.action_space)
         self._audit = any(type(t) not in CATALOG for t in built) if audit is None else bool(audit)
+        self._custom = frozenset(id(t) for t in built if type(t) not in CATALOG)
+        self._verdict: Verdict = RUNNING
+        self._ended = True  # no step before a reset has completed
+        self._busy = False  # inside transform hooks, which may not call step() or reset()
+        self._mark: Any = adapter.checkpoint() if self._audit else None
 
+        for t in built:
+            if t.kind == "state" and t.requires_state_access and not adapter.capabilities:
+                self.adapter.require("state", t.name)  # a custom edit the adapter cannot watch: refused
+            self._at_wrap(t, "check", t.check, self.adapter, env.observation_space, env.action_space)
         self._state = [t for t in built if t.kind == "state"]
         rules = [(t, {}) for t in built if t.kind == "rule"]
         for t, memo in rules:
-            t.bind(memo, env.action_space)
+            self._at_wrap(t, "bind", t.bind, memo, env.action_space)
         self._rules = rules
         self._on_action = [(self._hook(t, "on_action"), m) for t, m in rules if _overrides(t, "on_action", RuleTransform)]
         self._on_transition = [(self._hook(t, "on_transition"), m) for t, m in rules if _overrides(t, "on_transition", RuleTransform)]
@@ -121,8 +130,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._observers = []
         for t in (t for t in built if t.kind == "observation"):
             memo: dict = {}
-            out = t.observation_space(space)
-            t.bind(memo, space)
+            out = self._at_wrap(t, "observation_space", t.observation_space, space)
+            self._at_wrap(t, "bind", t.bind, memo, space)
             self._observers.append((t, memo))
             space = out
         self._observation_space = space
@@ -134,14 +143,42 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._max_steps: int | None = adapter.time_limit()
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
-        self._verdict: Verdict = RUNNING
-        self._ended = True  # no step before a reset has completed
-        self._mark: Any = None
+        self._plain_action = _action_coercer(env.action_space)
         self._t = 0
         self._segment: int | None = None
         self._segment_verdicts: list[Verdict] = []
 
     # -- audit ---------------------------------------------------------------------------
+    def _at_wrap(self, transform: Transform, name: str, call: Any, *args: Any) -> Any:
+        """Run a wrap-time method of a transform; audited like the hooks when the transform is custom."""
+        out = call(*args)
+        if self._audit and id(transform) in self._custom:
+            self._expect_unchanged(f"{transform.name}.{name}")
+        return out
+
+    def _apply_state(self, transform: Transform, obs: Any, rng: np.random.Generator) -> Any:
+        """One state transform, through a handle revoked when it returns.
+
+        A custom one may edit the family's state through the handle, nothing else: the
+        rest of the unwrapped env (thresholds, dynamics, methods) must come out unchanged.
+        """
+        adapter = self._adapter
+        watched = self._audit and id(transform) in self._custom
+        before = adapter.constants() if watched else None
+        handle = StateHandle(adapter, transform.name)
+        try:
+            obs = transform.apply(handle, obs, rng)
+        finally:
+            handle.revoke()
+        # Setup steps run the base env's own dynamics, which may move more than its state attributes.
+        if before is not None and not handle._steps and adapter.constants() != before:
+            self._ended = True
+            raise VerifierTamperError(
+                f"{transform.name}.apply changed the base env beyond its state (constants, dynamics or methods); "
+                "a state transform may edit the level only through its StateHandle"
+            )
+        return obs
+
     def _hook(self, transform: Transform, name: str) -> Any:
         if self._audit:
             return _Audited(self, transform, name)
@@ -159,7 +196,18 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     # -- gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if self._busy:
+            raise self._refusal("reset")
         self._ended, self._verdict, self._segment = True, RUNNING, None
+        self._busy = True
+        try:
+            obs, info = self._reset(seed, options)
+        finally:
+            self._busy = False
+        self._ended = False
+        return obs, info
+
+    def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
         if seed is not None:
             self._rng = np.random.default_rng([seed, _STREAM])
         elif self._rng is None:
@@ -169,11 +217,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         adapter = self._adapter
         adapter.on_base_reset()
         for t in self._state:
-            handle = StateHandle(adapter, t.name)
-            try:
-                obs = t.apply(handle, obs, rng)
-            finally:
-                handle.revoke()
+            obs = self._apply_state(t, obs, rng)
         adapter.restart_clock()
         adapter.begin_episode()
         solved = adapter.solved()
@@ -204,14 +248,13 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["level"] = adapter.level_features()
         info["level_id"] = self.adapter.level_id()
         info["verdict"] = RUNNING
-        self._ended = False
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._ended:
-            raise EpisodeEndedError(
-                "step(): the episode has ended (or its reset did not complete) and its verdict is final; call reset() first"
-            )
+            raise self._refusal("step")
+        # Until this step completes the episode counts as over, so an exception anywhere below ends it.
+        self._ended = True
         if self._segment is not None:
             return self._step_linked(action)
         if self._plain:
@@ -219,7 +262,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             verdict = self._judge(obs, reward, terminated, truncated, info)
             self._t += 1
         else:
-            obs, reward, terminated, truncated, info, verdict = self._step_reshaped(action)
+            self._busy = True
+            try:
+                obs, reward, terminated, truncated, info, verdict = self._step_reshaped(action)
+            finally:
+                self._busy = False
         if not terminated and self._max_steps is not None and self._t >= self._max_steps:
             truncated = True
         if verdict.success:
@@ -233,9 +280,20 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if terminated or truncated:
             if verdict.success and self._links:
                 return self._enter_segment(0, verdict, reward, info)
-            self._ended = True
+        else:
+            self._ended = False
         info["verdict"] = verdict
         return obs, reward, terminated, truncated, info
+
+    def _refusal(self, call: str) -> Exception:
+        if self._busy:
+            return TransformError(
+                f"{call}() was called from inside a transform hook; hooks may reshape the step they are given, "
+                "never drive the env themselves"
+            )
+        return EpisodeEndedError(
+            f"{call}(): the episode has ended (or its reset did not complete) and its verdict is final; call reset() first"
+        )
 
     def _step_reshaped(self, action: Any) -> tuple[Any, Any, bool, bool, Any, Verdict]:
         """The pipeline between the agent's action and the verdict: rules, base step, observers."""
@@ -246,6 +304,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             action = hook(action, memo, rng)
             if action.__class__ is Blocked:
                 break
+        if self._audit and action.__class__ is not Blocked and self._plain_action is not None:
+            # A custom rule's action object could run code inside the base step: pass on plain data.
+            action = self._plain_action(action)
+            self._expect_unchanged("the action a transform returned")
         if action.__class__ is Blocked:
             blocked = action.reason
             action, obs, reward, base_term, base_trunc = None, self._raw_obs, 0.0, False, False
@@ -256,6 +318,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs, reward, base_term, base_trunc, info = self.env.step(action)
             verdict = self._judge(obs, reward, base_term, base_trunc, info)
             info = dict(info)  # rules edit a copy: the base env and its wrappers may keep theirs
+            base_term, base_trunc = bool(base_term), bool(base_trunc)
             self._raw_obs = obs
             if self._audit:
                 self._mark = self._adapter.checkpoint()
@@ -266,9 +329,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             for hook, memo in self._on_transition:
                 hook(step, memo)
             # Rules may add an ending, never remove the base env's own.
-            reward, info, end_reason = step.reward, step.info, step.end_reason
-            terminated = step.terminated or base_term
-            truncated = step.truncated or base_trunc
+            # Plain bools and a fresh dict: what a rule handed over cannot change after the fact.
+            reward, info, end_reason = step.reward, dict(step.info), step.end_reason
+            terminated = bool(step.terminated) or base_term
+            truncated = bool(step.truncated) or base_trunc
         for hook, memo in self._observe:
             obs = hook(obs, memo, rng)
         if (terminated or truncated) and not verdict.success and verdict.reason == IN_PROGRESS and end_reason:
@@ -301,6 +365,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._segment_verdicts.append(finished)
         self._segment = index
         obs, _ = self._links[index].reset(seed=int(self._rng.integers(2**31 - 1)))
+        # The episode goes on: a finished segment's success is not the episode's.
+        self._verdict, self._ended = RUNNING, False
         info["segment"] = index + 1
         info["verdict"] = RUNNING
         return obs, reward, False, False, info
@@ -320,7 +386,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             reason = "all linked segments succeeded" if verdict.success else f"segment {index + 2}: {verdict.reason}"
             verdict = Verdict(verdict.success, score if verdict.success else 0.0, reason)
             self._segment = None
-            self._ended = True
+        else:
+            self._ended = False
         self._verdict = verdict
         info["segment"] = index + 1
         info["verdict"] = verdict
@@ -335,6 +402,21 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         if base is None:
             raise SpecError("harness_spec: the base env was not made from a Gymnasium id; wrap an env id to get a spec")
         return HarnessSpec(env_id=base.id, env_kwargs=dict(base.kwargs), transforms=[t.to_spec() for t in self.transforms])
+
+
+def _plain_text(action: Any) -> Any:
+    return str.__str__(action) if isinstance(action, str) else action
+
+
+def _action_coercer(space: gym.Space) -> Any:
+    """A function turning an action into plain data of ``space``'s kind (None: leave actions as they are)."""
+    if isinstance(space, gym.spaces.Discrete):
+        return operator.index
+    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        return functools.partial(np.asarray, dtype=space.dtype)
+    if isinstance(space, gym.spaces.Text):
+        return _plain_text
+    return None
 
 
 def _inner_harness(env: gym.Env) -> Harness | None:
@@ -390,6 +472,10 @@ def check_env_id(env_id: str) -> None:
         )
 
 
+# What a registered spec's own registration holds: overriding it from env_kwargs would swap the spec.
+_SPEC_ENTRY_KWARGS = frozenset({"spec", "allow_imports"})
+
+
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
     check_env_id(env_id)
@@ -397,6 +483,13 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         for prefix, module in _LAZY_NAMESPACES.items():
             if env_id.startswith(prefix):
                 __import__(module)
+    registered = gym.registry.get(env_id)
+    overridden = sorted(_SPEC_ENTRY_KWARGS & set(make_kwargs))
+    if registered is not None and registered.entry_point == "envharness.spec:make_harness" and overridden:
+        raise SpecError(
+            f"env_kwargs.{overridden[0]}: {env_id} is a registered envharness spec, and this would replace its "
+            "registration; remove it (reshape the env with transforms instead)"
+        )
     try:
         return gym.make(env_id, **make_kwargs)
     except gym.error.DependencyNotInstalled as error:

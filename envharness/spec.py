@@ -112,9 +112,10 @@ class HarnessSpec(BaseModel):
         A spec is data and never runs code: an ``env_id`` (or a ``Chain``'s) of the form
         ``module:Env`` is refused unless ``allow_imports`` names its module.
         """
-        from envharness.harness import wrap
+        from envharness.harness import Harness, allowing_imports, make_base
 
-        return wrap(self.env_id, *self.transforms, allow_imports=allow_imports, **self.env_kwargs)
+        with allowing_imports(*allow_imports):
+            return Harness(make_base(self.env_id, **self.env_kwargs), self.transforms)
 
 
 def make_harness(spec: Any, allow_imports: Iterable[str] = (), **overrides: Any) -> Any:

@@ -95,6 +95,11 @@ class AdapterView:
         """The most agent steps an episode may take."""
         return self._target().time_limit()
 
+    @property
+    def action_space(self) -> Any:
+        """The base env's action space."""
+        return self._target().env.action_space
+
     def get_state(self) -> dict[str, Any]:
         """A deep copy of the base env's state (reading it changes nothing)."""
         return self._target().get_state()
@@ -129,11 +134,22 @@ class StateHandle(AdapterView):
         envharness.errors.TransformError: MyTransform: its state handle was used after apply() returned; edit the env only inside apply()
     """
 
-    __slots__ = ("_transform",)
+    __slots__ = ("_steps", "_transform")
 
     def __init__(self, adapter: Any, transform: str) -> None:
         super().__init__(adapter)
         self._transform = transform
+        self._steps = 0
+
+    # A copy would outlive revoke(): copies are the handle itself, and it does not pickle.
+    def __copy__(self) -> StateHandle:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> StateHandle:
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TransformError(f"{self._transform}: a state handle cannot be pickled; use it inside apply() only")
 
     def _target(self) -> Any:
         adapter = self._adapter
@@ -188,5 +204,17 @@ class StateHandle(AdapterView):
         return self._target().observe()
 
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
-        """Step the base env, as the setup of the episode (:class:`~envharness.transforms.ReplayPrefix`)."""
-        return self._target().env.step(action)
+        """Step the base env, as the setup of the episode (:class:`~envharness.transforms.ReplayPrefix`).
+
+        Setup must leave the agent an episode to play: a step that ends it raises
+        :class:`~envharness.errors.TransformError`.
+        """
+        out = self._target().env.step(action)
+        self._steps += 1
+        if out[2] or out[3]:
+            self.revoke()
+            raise TransformError(
+                f"{self._transform}: the episode ended at setup step {self._steps - 1}; "
+                f"shorten the prefix below {self._steps} actions, so that the agent has an episode to play"
+            )
+        return out

@@ -118,14 +118,21 @@ def test_rule_ending_is_a_failure_naming_the_rule():
     assert truncated and info["verdict"] == Verdict(False, 0.0, "timeout")
 
 
-def test_cartpole_success_means_surviving_the_time_limit():
-    env = envharness.wrap("CartPole-v1", max_episode_steps=30)
+def _balance(env, steps):
     obs, _ = env.reset(seed=0)
-    for _ in range(30):
+    for _ in range(steps):
         action = int(obs[2] + 0.5 * obs[3] + 0.01 * obs[0] + 0.1 * obs[1] > 0)
         obs, _, terminated, truncated, info = env.step(action)
+    return terminated, truncated, info["verdict"]
+
+
+def test_cartpole_success_means_surviving_the_registered_time_limit():
+    terminated, truncated, verdict = _balance(envharness.wrap("CartPole-v1"), 500)
     assert truncated and not terminated
-    assert info["verdict"].success and info["verdict"].reason == "balanced to the time limit"
+    assert verdict.success and verdict.reason == "balanced to the time limit"
+    # A shorter limit from env_kwargs ends the episode sooner but is not the task: 30 steps are not 500.
+    terminated, truncated, verdict = _balance(envharness.wrap("CartPole-v1", max_episode_steps=30), 30)
+    assert truncated and not terminated and verdict.reason == "timeout" and not verdict.success
 
 
 def test_observation_noise_is_seeded_by_reset():

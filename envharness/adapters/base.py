@@ -35,6 +35,7 @@ CAPABILITIES = {
     "map": "edit the hole map",
     "physics": "change physical constants",
     "initial_state": "perturb the initial state",
+    "state": "edit its state",
 }
 
 
@@ -81,7 +82,8 @@ class Adapter:
         self._registered_limit = registered if registered is not None else made
         extra = {k: v for k, v in _unregistered_kwargs(env).items() if k not in self.neutral_kwargs}
         self.kwargs_key = digest(sorted(extra.items())) if extra else ""
-        self._class_callables = {id(layer): _callable_names(type(layer)) for layer in (*self._layers, self)}
+        # By position in (*layers, adapter), so that a pickled copy of the harness keeps working.
+        self._class_callables = [_callable_names(type(layer)) for layer in (*self._layers, self)]
         self._unpicklable: set[tuple[int, str]] = set()
 
     @classmethod
@@ -157,26 +159,43 @@ class Adapter:
         the base env.
         """
         out: list[Any] = []
-        for obj in (*self._layers, self):
-            callables = self._class_callables[id(obj)]
-            out.append(id(type(obj)))
-            for name, value in vars(obj).items():
-                # Spaces hold their own generators, which sampling an action (between steps) advances.
-                if name in _UNTRACKED or (obj is self and name in _ADAPTER_UNTRACKED) or isinstance(value, gym.spaces.Space):
-                    continue
-                if name in callables:
-                    out.append(("replaced method", name, id(value)))
-                    continue
-                key = (id(obj), name)
-                if key in self._unpicklable:
-                    out.append((name, id(value)))
-                    continue
-                try:
-                    out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
-                except Exception:  # sandboxes, windows, closures: their identity is what we can watch
-                    self._unpicklable.add(key)
-                    out.append((name, id(value)))
+        for index, obj in enumerate((*self._layers, self)):
+            self._watch(out, index, obj, _ADAPTER_UNTRACKED if obj is self else _UNTRACKED)
         return out
+
+    def constants(self) -> list[Any] | None:
+        """A checkpoint of the unwrapped env without its state attributes: what no state edit may touch.
+
+        None for an adapter without state access (the generic one), which cannot tell an
+        env's state from its constants.
+        """
+        if not self.state_attrs:
+            return None
+        out: list[Any] = []
+        self._watch(out, len(self._layers) - 1, self.raw, _UNTRACKED | _RANDOM | frozenset(self.state_attrs))
+        return out
+
+    def _watch(self, out: list[Any], index: int, obj: Any, skip: frozenset[str]) -> None:
+        cls = type(obj)
+        # The class and everything defined on it (a method patched on the class changes this).
+        out.append((id(cls), tuple(tuple(map(id, vars(klass).values())) for klass in cls.__mro__)))
+        callables = self._class_callables[index]
+        for name, value in vars(obj).items():
+            # Spaces hold their own generators, which sampling an action (between steps) advances.
+            if name in skip or isinstance(value, gym.spaces.Space):
+                continue
+            if name in callables:
+                out.append(("replaced method", name, id(value)))
+                continue
+            key = (index, name)
+            if key in self._unpicklable:
+                out.append((name, id(value)))
+                continue
+            try:
+                out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+            except Exception:  # sandboxes, windows, closures: their identity is what we can watch
+                self._unpicklable.add(key)
+                out.append((name, id(value)))
 
     def observe(self) -> Any:
         """Re-read the base env's observation after its state was edited."""
@@ -232,6 +251,7 @@ class Adapter:
 # the env checker's copy of the last (obs, info), which transforms are handed.
 _UNTRACKED = frozenset({"env", "screen", "clock", "window", "isopen", "surf", "viewer", "render_mode", "_previous_data"})
 _ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_class_callables", "_unpicklable"})
+_RANDOM = frozenset({"_np_random", "_np_random_seed", "np_random"})
 
 
 def _layers(env: gym.Env) -> tuple[gym.Env, ...]:

@@ -117,6 +117,7 @@ class CartPoleAdapter(ClassicControlAdapter):
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
+        self.state_attrs = (*self.state_attrs, "total_mass", "polemass_length", "steps_beyond_terminated")
         self._theta_max = float(self.raw.theta_threshold_radians)
         self._steps = 0
 

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
-from envharness.errors import EnvNotFoundError, TransformError
+from envharness.errors import EnvNotFoundError, SpecError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 BLOCKING = frozenset({"wall", "lava"})
@@ -72,6 +72,12 @@ class MiniGridAdapter(Adapter):
             name = self.env.spec.id if self.env.spec is not None else type(self.raw).__name__
             raise EnvNotFoundError(
                 f"{name} cannot generate levels here ({str(error).splitlines()[0]}); install what it needs or use another env"
+            ) from None
+        except (TypeError, ValueError, AssertionError) as error:
+            name = self.env.spec.id if self.env.spec is not None else type(self.raw).__name__
+            raise SpecError(
+                f"env_kwargs: {name} could not generate a level with them ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                "check their values (positions are tuples, sizes integers)"
             ) from None
         return bool(self._cells_of("goal", probe))
 
@@ -134,7 +140,8 @@ class MiniGridAdapter(Adapter):
             if (int(pos[0]), int(pos[1])) in self._goals:
                 return Verdict(True, _unit(1.0 - 0.9 * (raw.step_count / self._max_steps)), "reached goal")
         elif terminated and reward > 0:
-            return Verdict(True, _unit(float(reward)), "mission complete")
+            # MiniGrid's own reward formula, against the step limit success is judged by.
+            return Verdict(True, _unit(1.0 - 0.9 * (raw.step_count / self._max_steps)), "mission complete")
         if terminated:
             cell = raw.grid.get(*raw.agent_pos)
             return Verdict(False, 0.0, "lava" if cell is not None and cell.type == "lava" else "mission failed")

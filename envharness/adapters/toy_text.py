@@ -207,10 +207,13 @@ class TaxiAdapter(ToyTextAdapter):
     """
 
     capabilities = frozenset({"goal", "agent"})
+    state_attrs = ("s", "lastaction", "taxi_orientation", "fickle_step")
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._destination = -1
+        # A fickle passenger changes their destination once, on purpose: then the current one counts.
+        self._fickle = bool(getattr(self.raw, "fickle_passenger", False))
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -240,7 +243,8 @@ class TaxiAdapter(ToyTextAdapter):
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         if terminated:
-            if self._decode()[2] == self._destination:
+            _, _, passenger, destination = self._decode()
+            if passenger == (destination if self._fickle else self._destination):
                 return Verdict(True, 1.0, "passenger delivered")
             return Verdict(False, 0.0, "wrong drop-off")
         if truncated:

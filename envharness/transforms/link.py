@@ -38,9 +38,10 @@ class Chain(LinkTransform):
     transforms: list[dict[str, Any]] = Field(default_factory=list, description="transform specs for the linked env")
 
     def build(self) -> Any:
-        from envharness.harness import wrap
+        from envharness.harness import Harness, make_base
 
-        return wrap(self.env_id, *self.transforms, **self.env_kwargs)
+        # env_kwargs go to gymnasium.make only, never to envharness's own options.
+        return Harness(make_base(self.env_id, **self.env_kwargs), self.transforms)
 
     def mutate(self, rng: np.random.Generator) -> Any:
         return self

@@ -160,6 +160,8 @@ class TextHint(ObservationTransform):
         if isinstance(space, spaces.Text):
             return self._text_space(space)
         inner = _dict_with("TextHint", space, self.field)[self.field]
+        if not (isinstance(inner, spaces.Text) or type(inner).__name__ == "MissionSpace"):  # MiniGrid's missions are text
+            raise IncompatibleTransformError(f"TextHint.field: {self.field!r} holds {inner}, not text; name a Text field such as 'mission'")
         return spaces.Dict({**space.spaces, self.field: self._text_space(inner)})
 
     def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:

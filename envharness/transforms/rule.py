@@ -146,6 +146,10 @@ class ActionCost(RuleTransform):
     cost: float = Field(0.01, ge=0.0, le=100.0, description="reward subtracted per costly action")
     actions: list[int] = Field(default_factory=list, max_length=64, description="costly actions; empty means all")
 
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        if self.actions:
+            _require_discrete("ActionCost.actions", action_space, self.actions)
+
     def on_transition(self, step: Step, memo: dict) -> None:
         if not self.actions or (step.action is not None and int(step.action) in self.actions):
             step.reward = float(step.reward) - self.cost

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from envharness.errors import IncompatibleTransformError, TransformError
+from envharness.errors import IncompatibleTransformError
 from envharness.transforms.base import StateTransform, register_transform
 
 
@@ -283,6 +283,12 @@ class ReplayPrefix(StateTransform):
 
     actions: list[Any] = Field(default_factory=list, max_length=1000, description="actions replayed at reset")
 
+    @field_validator("actions", mode="before")
+    @classmethod
+    def _plain(cls, actions: Any) -> Any:
+        # Array actions (continuous envs) are kept as plain lists, so the spec stays JSON.
+        return [a.tolist() if isinstance(a, (np.ndarray, np.generic)) else a for a in actions] if isinstance(actions, list) else actions
+
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         for i, action in enumerate(self.actions):
             if not action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action):
@@ -296,12 +302,9 @@ class ReplayPrefix(StateTransform):
         return type(self)(actions=self.actions[: int(rng.integers(len(self.actions) + 1))])
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
-        for i, action in enumerate(self.actions):
-            obs, _, terminated, truncated, _ = adapter.step(action)
-            if terminated or truncated:
-                raise TransformError(
-                    f"ReplayPrefix.actions: the episode ended at prefix step {i}; shorten the prefix below {i + 1} actions"
-                )
+        space = adapter.action_space
+        for action in self.actions:
+            obs = adapter.step(np.asarray(action, dtype=space.dtype) if space.shape else action)[0]
         return obs
 
 

@@ -1,0 +1,364 @@
+"""Attacks found by an adversarial review of the first version of these defences, kept as tests.
+
+Each forged a success, ran code from a spec, or broke the audit before it was fixed.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections import deque
+from typing import Any, ClassVar
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+import pytest
+from hostile import VICTIM
+
+import envharness
+from envharness import EpisodeEndedError, HarnessSpec, SpecError, StateAccessError, TransformError, VerifierTamperError
+from envharness.transforms import ActionCost, ActionSlip, Chain, ObservationTransform, RuleTransform, StateTransform
+from envharness.verifier import Verdict
+
+LAVA_EDGE = [1, 2, 2, 0]  # LavaGapS5, seed 1: the agent ends facing a lava tile at (2, 3)
+
+
+def _lava_gap(*transforms: Any):
+    env = envharness.wrap("MiniGrid-LavaGapS5-v0", *transforms)
+    VICTIM["env"] = env
+    env.reset(seed=1)
+    for action in LAVA_EDGE:
+        env.step(action)
+    assert env.unwrapped.grid.get(*env.unwrapped.front_pos).type == "lava"
+    return env
+
+
+# -- spec data ------------------------------------------------------------------------------
+def test_a_chains_env_kwargs_cannot_opt_its_own_imports_in(tmp_path, monkeypatch):
+    (tmp_path / "chain_marker.py").write_text(f"open({str(tmp_path / 'mark')!r}, 'w').write('x')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = {"env_id": "FrozenLake-v1", "transforms": [{"name": "Chain", "params": {
+        "env_id": "chain_marker:E-v0", "env_kwargs": {"allow_imports": ["chain_marker"]}}}]}
+    with pytest.raises(SpecError, match="would import module 'chain_marker'"):
+        HarnessSpec.coerce(spec).build()
+    assert not (tmp_path / "mark").exists() and "chain_marker" not in sys.modules
+
+
+def test_env_kwargs_cannot_replace_a_registered_specs_own_spec():
+    envharness.register(HarnessSpec(env_id="CartPole-v1"), id="review/Benign-v0")
+    hostile = {"env_id": "review/Benign-v0", "env_kwargs": {"spec": {"env_id": "Taxi-v4"}}}
+    with pytest.raises(SpecError, match="env_kwargs.spec: review/Benign-v0 is a registered envharness spec"):
+        HarnessSpec.coerce(hostile).build()
+
+
+# -- links and nesting ---------------------------------------------------------------------------
+LAKE = {"is_slippery": False}
+TO_GOAL = [1, 1, 2, 2, 1, 2]
+
+
+def test_a_harness_around_a_chain_does_not_see_the_first_segment_as_the_episode():
+    inner = envharness.wrap("FrozenLake-v1", Chain(env_id="FrozenLake-v1", env_kwargs=LAKE), **LAKE)
+    outer = envharness.wrap(inner, ActionSlip(p=0.0))
+    outer.reset(seed=0)
+    for action in TO_GOAL:  # solves the first lake only
+        *_, terminated, truncated, info = outer.step(action)
+    assert not (terminated or truncated) and info["verdict"].success is False
+
+
+def test_a_chain_inside_a_chain_publishes_success_only_at_the_very_end():
+    inner = Chain(env_id="FrozenLake-v1", env_kwargs=LAKE).to_spec()
+    env = envharness.wrap("FrozenLake-v1", Chain(env_id="FrozenLake-v1", env_kwargs=LAKE, transforms=[inner]), **LAKE)
+    env.reset(seed=0)
+    for segment in range(2):
+        for action in TO_GOAL:
+            *_, terminated, truncated, info = env.step(action)
+        assert not (terminated or truncated) and info["verdict"].success is False, segment
+    for action in TO_GOAL:
+        *_, terminated, _, info = env.step(action)
+    assert terminated and info["verdict"] == Verdict(True, 1.0, "all linked segments succeeded")
+
+
+# -- the step's own flow ---------------------------------------------------------------------------
+class RaiseOnEnd(RuleTransform):
+    def on_transition(self, step, memo):
+        if step.terminated:
+            raise RuntimeError("bug in a rule")
+
+
+def test_an_exception_after_a_terminal_base_step_ends_the_episode():
+    env = _lava_gap(ActionCost(cost=0.1, actions=[0]))
+    with pytest.raises(TypeError):
+        env.step(complex(2, 0))  # into the lava; ActionCost cannot read the action and raises
+    with pytest.raises(EpisodeEndedError):
+        env.step(2)  # from the lava to the goal
+    env = _lava_gap(RaiseOnEnd())
+    with pytest.raises(RuntimeError):
+        env.step(2)
+    with pytest.raises(EpisodeEndedError):
+        env.step(2)
+
+
+class TruthyOnce:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __bool__(self) -> bool:
+        self.calls += 1
+        return self.calls == 1
+
+
+class Fickle(RuleTransform):
+    def on_transition(self, step, memo):
+        if step.terminated:
+            step.terminated = TruthyOnce()
+
+
+def test_an_end_flag_that_changes_its_mind_is_read_once():
+    env = _lava_gap(Fickle())
+    *_, terminated, _, info = env.step(2)
+    assert terminated is True and info["verdict"].reason == "lava"
+    with pytest.raises(EpisodeEndedError):
+        env.step(2)
+
+
+class Sneaky(int):
+    """An action whose comparison moves the agent onto the goal, inside the base step."""
+
+    def __eq__(self, other: Any) -> bool:
+        VICTIM["env"].unwrapped.agent_pos = (6, 6)
+        return int(self) == other
+
+    __hash__ = int.__hash__
+
+
+class SmuggleAction(RuleTransform):
+    def on_action(self, action, memo, rng):
+        return Sneaky(action)
+
+
+def test_an_action_object_cannot_run_code_inside_the_base_step():
+    env = envharness.wrap("MiniGrid-Empty-8x8-v0", SmuggleAction())
+    VICTIM["env"] = env
+    env.reset(seed=0)
+    assert env.step(0)[4]["verdict"].success is False
+    assert tuple(env.unwrapped.agent_pos) == (1, 1)
+
+
+class Macro(RuleTransform):
+    def on_action(self, action, memo, rng):
+        VICTIM["env"].step(2)
+        return action
+
+
+class ResetInside(RuleTransform):
+    def on_transition(self, step, memo):
+        VICTIM["env"].reset(seed=5)
+
+
+@pytest.mark.parametrize("attacker", [Macro(), ResetInside()], ids=["step", "reset"])
+def test_a_hook_cannot_drive_the_env_itself(attacker):
+    env = envharness.wrap("MiniGrid-LavaGapS5-v0", attacker)
+    VICTIM["env"] = env
+    env.reset(seed=1)
+    with pytest.raises(TransformError, match="called from inside a transform hook"):
+        env.step(1)
+    with pytest.raises(EpisodeEndedError):
+        env.step(2)
+
+
+KEPT: list = []
+
+
+class KeepInfo(RuleTransform):
+    def on_reset(self, memo, obs, rng):
+        for info in KEPT:
+            info["verdict"] = Verdict(True, 1.0, "reached goal")
+
+    def on_transition(self, step, memo):
+        KEPT.append(step.info)
+
+
+def test_the_info_returned_is_not_the_one_a_rule_can_keep():
+    env = envharness.wrap("FrozenLake-v1", KeepInfo(), **LAKE)
+    env.reset(seed=0)
+    final: Any = None
+    for action in [1, 2, 2, 2, 2]:
+        *_, terminated, _, final = env.step(action)
+        if terminated:
+            break
+    assert final["verdict"].reason == "hole"
+    env.reset(seed=0)
+    assert final["verdict"].reason == "hole"
+
+
+# -- surfaces ----------------------------------------------------------------------------------------
+COPIES: list = []
+
+
+class CopyHandle(StateTransform):
+    def apply(self, adapter, obs, rng):
+        COPIES.append(copy.copy(adapter))
+        return obs
+
+
+def test_a_copied_state_handle_is_revoked_with_the_original():
+    env = envharness.wrap("MiniGrid-Empty-8x8-v0", CopyHandle())
+    env.reset(seed=0)
+    with pytest.raises(TransformError, match="used after apply"):
+        COPIES[-1].move_agent(np.random.default_rng(0), 1, 1)
+    with pytest.raises(TransformError, match="cannot be pickled"):
+        cloudpickle.dumps(COPIES[-1])
+
+
+def _loosen_cartpole() -> None:
+    VICTIM["base"].unwrapped.theta_threshold_radians = 1e9
+    VICTIM["base"].unwrapped.x_threshold = 1e9
+
+
+class InCheck(RuleTransform):
+    def check(self, adapter, observation_space, action_space):
+        _loosen_cartpole()
+
+
+class InBind(RuleTransform):
+    def bind(self, memo, action_space):
+        _loosen_cartpole()
+
+
+class InSpace(ObservationTransform):
+    def observation_space(self, space):
+        _loosen_cartpole()
+        return space
+
+
+class InApply(StateTransform):
+    capability: ClassVar[str] = "physics"
+
+    def apply(self, adapter, obs, rng):
+        _loosen_cartpole()
+        return obs
+
+
+@pytest.mark.parametrize("attacker", [InCheck(), InBind(), InSpace()], ids=["check", "bind", "observation_space"])
+def test_wrap_time_methods_of_a_custom_transform_are_audited(attacker):
+    VICTIM["base"] = envharness.harness.make_base("CartPole-v1")
+    with pytest.raises(VerifierTamperError, match=type(attacker).__name__):
+        envharness.Harness(VICTIM["base"], [attacker])
+
+
+def test_a_custom_state_transform_may_not_touch_what_is_not_state():
+    VICTIM["base"] = envharness.harness.make_base("CartPole-v1")
+    env = envharness.Harness(VICTIM["base"], [InApply()])
+    with pytest.raises(VerifierTamperError, match="InApply.apply changed the base env beyond its state"):
+        env.reset(seed=0)
+
+
+class PatchClass(RuleTransform):
+    def on_reset(self, memo, obs, rng):
+        from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+        original = FrozenLakeEnv.step
+        memo["restore"] = original
+
+        def step(self, action):
+            self.s = 14
+            return original(self, 2)
+
+        FrozenLakeEnv.step = step
+
+
+def test_a_method_patched_on_the_class_is_caught():
+    from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+    original = FrozenLakeEnv.step
+    try:
+        env = envharness.wrap("FrozenLake-v1", PatchClass(), **LAKE)
+        with pytest.raises(VerifierTamperError, match="PatchClass.on_reset"):
+            env.reset(seed=0)
+    finally:
+        FrozenLakeEnv.step = original
+
+
+class DriveUp(StateTransform):
+    requires_state_access: ClassVar[bool] = False
+
+    def apply(self, adapter, obs, rng):
+        for _ in range(400):
+            obs = adapter.step(np.array([1.0 if obs[1] >= 0 else -1.0], dtype=np.float32))[0]
+        return obs
+
+
+def test_setup_steps_that_end_the_episode_are_refused_and_generic_envs_take_no_state_edits():
+    env = envharness.wrap("MountainCarContinuous-v0", DriveUp())
+    with pytest.raises(TransformError, match="DriveUp: the episode ended at setup step"):
+        env.reset(seed=0)
+
+    class Edit(StateTransform):
+        def apply(self, adapter, obs, rng):
+            return obs
+
+    with pytest.raises(StateAccessError, match="generic adapter"):
+        envharness.wrap("MountainCarContinuous-v0", Edit())
+
+
+# -- verifier details ---------------------------------------------------------------------------------------
+def test_a_goalless_minigrid_score_ignores_a_looser_max_steps():
+    def scores(**kwargs):
+        env = envharness.wrap("MiniGrid-Fetch-5x5-N2-v0", **kwargs)
+        rng, out = np.random.default_rng(0), []
+        for seed in range(12):
+            env.reset(seed=seed)
+            for _ in range(200):
+                *_, terminated, truncated, info = env.step(int(rng.integers(7)))
+                if terminated or truncated:
+                    break
+            out.append(info["verdict"].score)
+        return out
+
+    plain = scores()
+    assert any(0 < s < 1 for s in plain) and scores(max_steps=10**9) == plain
+
+
+def test_a_fickle_taxi_passenger_delivered_to_their_new_destination_is_a_success():
+    env = envharness.wrap("Taxi-v4", fickle_passenger=True, fickle_probability=1.0)
+    raw = env.unwrapped
+    wins = 0
+    for seed in range(5):
+        env.reset(seed=seed)
+        for _ in range(100):
+            action = _plan_taxi(raw)
+            *_, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert (reward == 20) == info["verdict"].success
+        wins += info["verdict"].success
+    assert wins == 5
+
+
+def _plan_taxi(raw: Any) -> int:
+    """First action of a shortest path to a rewarding drop-off, over the env's own table."""
+    prev, queue = {raw.s: None}, deque([raw.s])
+    while queue:
+        u = queue.popleft()
+        for action, outcomes in raw.P[u].items():
+            _, v, reward, done = outcomes[0]
+            if done and reward > 0:
+                while prev[u] is not None:
+                    u, action = prev[u]
+                return action
+            if v not in prev:
+                prev[v] = (u, action)
+                queue.append(v)
+    raise AssertionError("no plan")
+
+
+@pytest.mark.parametrize("clone", [copy.deepcopy, lambda env: cloudpickle.loads(cloudpickle.dumps(env))], ids=["deepcopy", "cloudpickle"])
+def test_an_audited_harness_survives_a_copy(clone):
+    class Nothing(RuleTransform):
+        def on_action(self, action, memo, rng):
+            return action
+
+    env = clone(envharness.wrap("FrozenLake-v1", Nothing(), **LAKE))
+    env.reset(seed=0)
+    assert env.step(1)[4]["verdict"].success is False
