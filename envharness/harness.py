@@ -38,6 +38,10 @@ from envharness.verifier import IN_PROGRESS, RUNNING, TIMEOUT, Verdict
 
 # Separates the harness's random stream from the base env's, which Gymnasium seeds with the same seed.
 _STREAM = 0x5EED_E4A1
+# An episode's mode: running with nothing between the agent and the base env, running through the
+# pipeline, running in a linked env, or over (no step until reset). Compared by identity.
+_PLAIN, _RESHAPED, _LINKED, _OVER = "plain", "reshaped", "linked", "over"
+_NO_LIMIT = -1  # a countdown that never reaches zero
 
 
 def _overrides(transform: Transform, hook: str, base: type) -> bool:
@@ -110,7 +114,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._audit = any(type(t) not in CATALOG for t in built) if audit is None else bool(audit)
         self._custom = frozenset(id(t) for t in built if type(t) not in CATALOG)
         self._verdict: Verdict = RUNNING
-        self._ended = True  # no step before a reset has completed
+        self._mode = _OVER  # no step before a reset has completed
         self._busy = False  # inside transform hooks, which may not call step() or reset()
         self._mark: Any = adapter.checkpoint() if self._audit else None
 
@@ -138,13 +142,16 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._observe = [(self._hook(t, "observe"), m) for t, m in self._observers]
 
         self._links = [self._build_link(t, space) for t in built if t.kind == "link"]
-        self._plain = not (self._on_action or self._on_transition or self._observe or self._links or self._audit)
         # Blocked steps never reach the base env's own time limit, so the harness keeps one too.
         self._max_steps: int | None = adapter.time_limit()
+        # Which step path a running episode takes: nothing between the agent and the base env (which
+        # then enforces the time limit itself), or the pipeline.
+        direct = not (self._on_action or self._on_transition or self._observe or self._links or self._audit)
+        self._running = _PLAIN if direct and self._max_steps in (None, adapter.enforced_limit()) else _RESHAPED
+        self._left = _NO_LIMIT  # agent steps left before the harness truncates
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._plain_action = _action_coercer(env.action_space)
-        self._t = 0
         self._segment: int | None = None
         self._segment_verdicts: list[Verdict] = []
 
@@ -172,7 +179,6 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             handle.revoke()
         # Setup steps run the base env's own dynamics, which may move more than its state attributes.
         if before is not None and not handle._steps and adapter.constants() != before:
-            self._ended = True
             raise VerifierTamperError(
                 f"{transform.name}.apply changed the base env beyond its state (constants, dynamics or methods); "
                 "a state transform may edit the level only through its StateHandle"
@@ -186,7 +192,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _expect_unchanged(self, where: str) -> None:
         if self._adapter.checkpoint() != self._mark:
-            self._ended = True
+            self._mode = _OVER
             self._verdict = Verdict(False, 0.0, f"tampered: {where}")
             raise VerifierTamperError(
                 f"{where} changed the base env's state (or replaced one of its methods); transforms may "
@@ -198,17 +204,20 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if self._busy:
             raise self._refusal("reset")
-        self._ended, self._verdict, self._segment = True, RUNNING, None
+        self._mode, self._verdict, self._segment = _OVER, RUNNING, None
         self._busy = True
         try:
             obs, info = self._reset(seed, options)
         finally:
             self._busy = False
-        self._ended = False
+        self._left = self._max_steps or _NO_LIMIT
+        self._mode = self._running
         return obs, info
 
     def _reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        if seed is not None:
+        if not self.transforms:
+            pass  # nothing draws from the harness's stream: seeding it would only cost time
+        elif seed is not None:
             self._rng = np.random.default_rng([seed, _STREAM])
         elif self._rng is None:
             self._rng = np.random.default_rng()
@@ -241,7 +250,6 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             for t, memo in self._observers:
                 t.on_reset(memo, rng)
         self._raw_obs = obs
-        self._t = 0
         for hook, memo in self._observe:
             obs = hook(obs, memo, rng)
         info = dict(info)
@@ -251,23 +259,34 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        if self._ended:
+        if self._mode is _PLAIN:
+            try:
+                obs, reward, terminated, truncated, info = self.env.step(action)
+                verdict = self._judge(obs, reward, terminated, truncated, info)
+            except BaseException:  # an exception ends the episode: nothing may continue from a half step
+                self._mode = _OVER
+                raise
+            if verdict is RUNNING and not (terminated or truncated):
+                info["verdict"] = RUNNING
+                return obs, reward, terminated, truncated, info
+            return self._conclude(obs, reward, terminated, truncated, info, verdict)
+        if self._mode is _OVER:
             raise self._refusal("step")
         # Until this step completes the episode counts as over, so an exception anywhere below ends it.
-        self._ended = True
-        if self._segment is not None:
+        mode, self._mode = self._mode, _OVER
+        if mode is _LINKED:
             return self._step_linked(action)
-        if self._plain:
-            obs, reward, terminated, truncated, info = self.env.step(action)
-            verdict = self._judge(obs, reward, terminated, truncated, info)
-            self._t += 1
-        else:
-            self._busy = True
-            try:
-                obs, reward, terminated, truncated, info, verdict = self._step_reshaped(action)
-            finally:
-                self._busy = False
-        if not terminated and self._max_steps is not None and self._t >= self._max_steps:
+        self._busy = True
+        try:
+            obs, reward, terminated, truncated, info, verdict = self._step_reshaped(action)
+        finally:
+            self._busy = False
+        self._left -= 1
+        return self._conclude(obs, reward, terminated, truncated, info, verdict)
+
+    def _conclude(self, obs: Any, reward: Any, terminated: bool, truncated: bool, info: Any, verdict: Verdict) -> tuple:
+        """Time limit, endings and the verdict of a step whose base transition (if any) is done."""
+        if not terminated and not self._left:
             truncated = True
         if verdict.success:
             # Success ends the episode even if a transform moved the base env's own goal test.
@@ -278,12 +297,18 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             info = dict(info)
         self._verdict = verdict
         if terminated or truncated:
+            self._mode = _OVER
             if verdict.success and self._links:
                 return self._enter_segment(0, verdict, reward, info)
         else:
-            self._ended = False
+            self._mode = self._running
         info["verdict"] = verdict
         return obs, reward, terminated, truncated, info
+
+    @property
+    def ended(self) -> bool:
+        """Whether the current episode is over (or no reset has completed): ``step()`` would raise."""
+        return self._mode is _OVER
 
     def _refusal(self, call: str) -> Exception:
         if self._busy:
@@ -322,7 +347,6 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._raw_obs = obs
             if self._audit:
                 self._mark = self._adapter.checkpoint()
-        self._t += 1
         terminated, truncated, end_reason = base_term, base_trunc, None
         if self._on_transition:
             step = Step(action, obs, reward, base_term, base_trunc, info, blocked)
@@ -366,7 +390,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._segment = index
         obs, _ = self._links[index].reset(seed=int(self._rng.integers(2**31 - 1)))
         # The episode goes on: a finished segment's success is not the episode's.
-        self._verdict, self._ended = RUNNING, False
+        self._verdict, self._mode = RUNNING, _LINKED
         info["segment"] = index + 1
         info["verdict"] = RUNNING
         return obs, reward, False, False, info
@@ -387,7 +411,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             verdict = Verdict(verdict.success, score if verdict.success else 0.0, reason)
             self._segment = None
         else:
-            self._ended = False
+            self._mode = _LINKED
         self._verdict = verdict
         info["segment"] = index + 1
         info["verdict"] = verdict

@@ -129,6 +129,11 @@ class Adapter:
         """The most agent steps an episode may take: the registered limit, or a tighter made one."""
         return self._limit
 
+    def enforced_limit(self) -> int | None:
+        """The step limit the base env enforces by itself (its ``TimeLimit``), if any."""
+        limits = [layer._max_episode_steps for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
+        return min(limits) if limits else None
+
     def pristine(self) -> Any:
         """An unwrapped env made with this one's arguments, except :attr:`verifier_kwargs` at their registered values.
 

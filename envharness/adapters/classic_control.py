@@ -10,6 +10,7 @@ above the line.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -19,6 +20,11 @@ from envharness.adapters.base import Adapter, digest
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 _BALANCED = Verdict(True, 1.0, "balanced to the time limit")
+
+
+@functools.lru_cache(maxsize=4096)
+def _physics_digest(values: tuple[tuple[str, float], ...]) -> str:
+    return digest(list(values))
 
 
 class ClassicControlAdapter(Adapter):
@@ -40,6 +46,7 @@ class ClassicControlAdapter(Adapter):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self.physics_names = frozenset(self.physics)
+        self._level: str | None = None
         self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
 
     @classmethod
@@ -68,10 +75,11 @@ class ClassicControlAdapter(Adapter):
 
     def begin_episode(self) -> None:
         self._features = self.physics_values()
+        # A classic-control level is its physics; seeds vary only the initial state.
+        self._level = _physics_digest(tuple(sorted(self._features.items())))
 
     def level_id(self) -> str | None:
-        # A classic-control level is its physics; seeds vary only the initial state.
-        return digest(sorted(self.physics_values().items()))
+        return self._level
 
     def set_state(self, state: dict[str, Any]) -> None:
         super().set_state(state)
@@ -119,6 +127,7 @@ class CartPoleAdapter(ClassicControlAdapter):
         super().__init__(env)
         self.state_attrs = (*self.state_attrs, "total_mass", "polemass_length", "steps_beyond_terminated")
         self._theta_max = float(self.raw.theta_threshold_radians)
+        self._success_at = self._registered_limit if self._registered_limit is not None else math.inf
         self._steps = 0
 
     def begin_episode(self) -> None:
@@ -130,12 +139,11 @@ class CartPoleAdapter(ClassicControlAdapter):
             fell = abs(self.raw.state[2]) > self._theta_max
             return Verdict(False, 0.0, "pole fell" if fell else "cart out of bounds")
         self._steps = steps = self._steps + 1
-        limit = self._registered_limit
-        if limit is not None and steps >= limit:
+        if steps >= self._success_at:
             return _BALANCED
         if truncated:
             # Without a known limit, the made env's own truncation is the time limit.
-            return _BALANCED if limit is None else Verdict(False, 0.0, TIMEOUT)
+            return _BALANCED if self._registered_limit is None else Verdict(False, 0.0, TIMEOUT)
         return RUNNING
 
 

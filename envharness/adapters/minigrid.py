@@ -123,6 +123,10 @@ class MiniGridAdapter(Adapter):
         limit = super().time_limit()
         return self._max_steps if limit is None else min(limit, self._max_steps)
 
+    def enforced_limit(self) -> int | None:
+        limit = super().enforced_limit()
+        return int(self.raw.max_steps) if limit is None else min(limit, int(self.raw.max_steps))
+
     def restart_clock(self) -> None:
         super().restart_clock()
         self.raw.step_count = 0

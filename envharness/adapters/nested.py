@@ -62,6 +62,9 @@ class NestedAdapter(Adapter):
     def time_limit(self) -> int | None:
         return self._inner._max_steps
 
+    def enforced_limit(self) -> int | None:
+        return self._inner._max_steps
+
     def restart_clock(self) -> None:
         """The inner harness starts its own clock."""
 

@@ -215,7 +215,7 @@ def test_an_outer_harness_passes_an_honest_inner_success_on():
     outer = envharness.wrap(inner, StepBudget(max_steps=10))
     _, info = outer.reset(seed=0)
     assert info["level"]["goal_distance"] == 1.0
-    verdicts = [outer.step(a)[4]["verdict"] for a in (1, 2) if not outer._ended]
+    verdicts = [outer.step(a)[4]["verdict"] for a in (1, 2) if not outer.ended]
     assert verdicts[-1] == Verdict(True, 1.0, "reached goal")
 
 
