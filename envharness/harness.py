@@ -23,7 +23,9 @@ import numpy as np
 
 from envharness.adapters import adapter_for
 from envharness.adapters.nested import NestedAdapter
+from envharness.adapters.base import digest
 from envharness.errors import (
+    EnvHarnessError,
     EnvNotFoundError,
     EpisodeEndedError,
     IncompatibleTransformError,
@@ -111,8 +113,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # Bound from the class once: replacing ``judge`` on the adapter instance changes nothing.
         self._judge = type(adapter).judge.__get__(adapter)
         self.adapter = AdapterView(adapter)
-        self._audit = any(type(t) not in CATALOG for t in built) if audit is None else bool(audit)
         self._custom = frozenset(id(t) for t in built if type(t) not in CATALOG)
+        if audit is False and self._custom:
+            raise SpecError("audit: custom transforms are always audited; drop audit=False (the default audits them)")
+        self._audit = bool(self._custom) or bool(audit)
         self._verdict: Verdict = RUNNING
         self._mode = _OVER  # no step before a reset has completed
         self._busy = False  # inside transform hooks, which may not call step() or reset()
@@ -210,6 +214,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs, info = self._reset(seed, options)
         finally:
             self._busy = False
+        # Some envs (BabyAI) set their step limit per level.
+        self._max_steps = self._adapter.time_limit()
         self._left = self._max_steps or _NO_LIMIT
         self._mode = self._running
         return obs, info
@@ -254,19 +260,23 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs = hook(obs, memo, rng)
         info = dict(info)
         info["level"] = adapter.level_features()
-        info["level_id"] = self.adapter.level_id()
+        level_id = self.adapter.level_id()
+        if options and level_id is not None:
+            # Reset options can set the start (MountainCar's low/high): the level is not the default one.
+            level_id = f"{level_id}+{digest(sorted(options.items()))}"
+        info["level_id"] = level_id
         info["verdict"] = RUNNING
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._mode is _PLAIN:
-            try:
-                obs, reward, terminated, truncated, info = self.env.step(action)
-                verdict = self._judge(obs, reward, terminated, truncated, info)
-            except BaseException:  # an exception ends the episode: nothing may continue from a half step
-                self._mode = _OVER
-                raise
+            # Over until this step completes: an exception, or a second thread stepping at the same
+            # time, finds the episode ended instead of continuing from a half-done step.
+            self._mode = _OVER
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            verdict = self._judge(obs, reward, terminated, truncated, info)
             if verdict is RUNNING and not (terminated or truncated):
+                self._mode = _PLAIN
                 info["verdict"] = RUNNING
                 return obs, reward, terminated, truncated, info
             return self._conclude(obs, reward, terminated, truncated, info, verdict)
@@ -516,6 +526,8 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         )
     try:
         return gym.make(env_id, **make_kwargs)
+    except EnvHarnessError:
+        raise
     except gym.error.DependencyNotInstalled as error:
         raise EnvNotFoundError(f"env id {env_id!r} needs a package that is not installed: {str(error).splitlines()[0]}") from None
     except gym.error.Error as error:
@@ -525,6 +537,11 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         ) from None
     except TypeError as error:
         raise SpecError(f"env_kwargs: {env_id} rejected them ({error}); pass only arguments its constructor takes") from None
+    except RecursionError:
+        raise SpecError(f"env_id: making {env_id} recursed without end; a registered spec must not contain itself") from None
+    except Exception as error:  # the env's own constructor refused the arguments (ValueError, KeyError, AssertionError...)
+        reason = str(error).splitlines()[0] if str(error) else ""
+        raise SpecError(f"env_kwargs: {env_id} could not be made with them ({type(error).__name__}: {reason}); check their values") from None
 
 
 def wrap(env_or_id: gym.Env | str, *transforms: Any, allow_imports: Iterable[str] = (), **make_kwargs: Any) -> Harness:

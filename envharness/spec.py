@@ -72,6 +72,8 @@ class HarnessSpec(BaseModel):
             data = json.loads(text)
         except json.JSONDecodeError as error:
             raise SpecError(f"spec: not valid JSON ({error.msg} at line {error.lineno}); fix the file's syntax") from None
+        except RecursionError:
+            raise SpecError("spec: nested too deeply to read; a spec is a flat object of env_id, env_kwargs and transforms") from None
         if not isinstance(data, dict):
             raise SpecError("spec: expected a JSON object with 'env_id' and 'transforms'; fix the file's top level")
         return cls.coerce(data)
@@ -143,6 +145,11 @@ def register(spec: Any, id: str, allow_imports: Iterable[str] = ()) -> str:
     """
     spec = HarnessSpec.coerce(spec)
     spec.validate_transforms()
+    taken = gym.registry.get(id)
+    if taken is not None and taken.entry_point != "envharness.spec:make_harness":
+        raise SpecError(f"id: {id!r} is already registered to {taken.entry_point}; register the spec under a new id")
+    if ":" in id:
+        raise SpecError(f"id: {id!r} holds ':', which Gymnasium reads as a module to import; use 'namespace/Name-v0'")
     gym.register(
         id=id,
         entry_point="envharness.spec:make_harness",

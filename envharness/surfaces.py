@@ -209,7 +209,11 @@ class StateHandle(AdapterView):
         Setup must leave the agent an episode to play: a step that ends it raises
         :class:`~envharness.errors.TransformError`.
         """
-        out = self._target().env.step(action)
+        adapter = self._target()
+        refused = adapter.refuse_setup(action)
+        if refused is not None:
+            raise TransformError(f"{self._transform}: setup step {self._steps}: {refused}")
+        out = adapter.env.step(action)
         self._steps += 1
         if out[2] or out[3]:
             self.revoke()

@@ -43,8 +43,8 @@ packages = ["{{ name }}"]
 
 INIT = '''"""Reshaped Gymnasium environments exported by envrigger; importing this module registers them.
 
-Environments: {% for c in components %}
-- ``{{ c.id }}``: {{ c.finding }} ({{ c.hash }}){% endfor %}
+Environments (id, the finding it targets, spec hash), each as JSON text: {% for c in components %}
+- {{ c.id | tojson }}: {{ c.finding | tojson }} ({{ c.hash | tojson }}){% endfor %}
 """
 
 import json

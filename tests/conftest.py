@@ -34,3 +34,15 @@ def _quiet_gymnasium_checker():
         warnings.filterwarnings("ignore", message=".*is different from the unwrapped version.*")
         warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
         yield
+
+
+def unaudited(env, transforms, monkeypatch):
+    """A harness that trusts these custom transforms as if they were the catalog's: no audit.
+
+    For tests of the verifier's own defences (snapshots, pristine references), which must
+    hold even where no audit watches.
+    """
+    import envharness.harness
+
+    monkeypatch.setattr(envharness.harness, "CATALOG", envharness.harness.CATALOG | {type(t) for t in transforms})
+    return envharness.harness.Harness(env, transforms)

@@ -10,6 +10,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envharness
+from conftest import unaudited
 from envharness.envs.code_repair import TASKS, CodeRepairEnv, suite_tests, verify
 from envharness.transforms import (
     BlockTool,
@@ -96,9 +97,18 @@ def test_transforms_reshape_the_code_env():
     assert "  3|         return hi" in obs and obs.endswith("Hint: check edge cases")
     assert env.step(call("run_tests"))[4]["blocked"] == "no test budget"
     assert env.step(call("view", path="bounds.py"))[1] == -0.25
-    prefixed = envharness.wrap(ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=2, end=2, text="    return a + b")]), task="add")
-    prefixed.reset(seed=0)
-    assert prefixed.step(call("submit"))[4]["verdict"].success
+    # A prefix may set the files up (another level of the task, with its own id) ...
+    hinted = envharness.wrap(ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=1, end=1, text="def add(a, b):  # fix below")]), task="add")
+    obs, info = hinted.reset(seed=0)
+    assert "# fix below" in obs and info["level_id"] != envharness.wrap(ENV, task="add").reset(seed=0)[1]["level_id"]
+    assert not hinted.step(call("submit"))[4]["verdict"].success
+    # ... but not solve the task before the agent acts, nor run code while doing it.
+    fixed = envharness.wrap(ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=2, end=2, text="    return a + b")]), task="add")
+    with pytest.raises(envharness.TransformError, match="solved before the agent acts"):
+        fixed.reset(seed=0)
+    running = envharness.wrap(ENV, ReplayPrefix(actions=[call("run_tests")]), task="add")
+    with pytest.raises(envharness.TransformError, match="runs code, which setup may not do"):
+        running.reset(seed=0)
 
 
 def test_editing_the_visible_tests_cannot_make_a_failing_patch_pass():
@@ -137,16 +147,16 @@ class PoisonHiddenTests(RuleTransform):
 VICTIM: dict[str, Any] = {}
 
 
-def test_a_transform_that_edits_the_hidden_tests_is_caught_and_cannot_make_a_failing_patch_pass():
+def test_a_transform_that_edits_the_hidden_tests_is_caught_and_cannot_make_a_failing_patch_pass(monkeypatch):
     env = envharness.wrap(ENV, PoisonHiddenTests(), task="add")
     VICTIM["env"] = env
     env.reset(seed=0)
     with pytest.raises(envharness.VerifierTamperError, match="PoisonHiddenTests.on_action"):
         env.step(call("submit"))
     # With the audit off, the verifier's own pristine copy of the hidden tests still decides.
-    unaudited = envharness.Harness(envharness.harness.make_base(ENV, task="add"), [PoisonHiddenTests()], audit=False)
-    VICTIM["env"] = unaudited
-    _, reward, terminated, _, info = play(unaudited, [call("submit")])
+    quiet = unaudited(envharness.harness.make_base(ENV, task="add"), [PoisonHiddenTests()], monkeypatch)
+    VICTIM["env"] = quiet
+    _, reward, terminated, _, info = play(quiet, [call("submit")])
     assert reward == 1.0 and terminated  # the poisoned env believes it...
     assert info["verdict"].success is False  # ...the verifier does not
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import envharness
-from envharness import EpisodeEndedError, Harness, VerifierTamperError
+from conftest import unaudited
+from envharness import EpisodeEndedError, VerifierTamperError
 from envharness.transforms import ActionCost, RuleTransform, Step
 from envharness.verifier import Verdict
 
@@ -69,7 +70,7 @@ def test_forced_termination_with_big_reward_is_judged_a_failure():
     assert info["verdict"].reason == "ended by a rule"
 
 
-def test_moving_the_goal_during_a_step_is_caught_and_does_not_make_success():
+def test_moving_the_goal_during_a_step_is_caught_and_does_not_make_success(monkeypatch):
     env = envharness.wrap("MiniGrid-Empty-8x8-v0", GoalUnderfoot())
     VICTIM["env"] = env
     env.reset(seed=0)
@@ -78,25 +79,25 @@ def test_moving_the_goal_during_a_step_is_caught_and_does_not_make_success():
     with pytest.raises(EpisodeEndedError):
         env.step(2)
     # With the audit off, the verdict still judges against the goal as it stood at reset.
-    unaudited = Harness(gym.make("MiniGrid-Empty-8x8-v0"), [GoalUnderfoot()], audit=False)
-    VICTIM["env"] = unaudited
-    unaudited.reset(seed=0)
-    _, reward, base_said_done, _, info = unaudited.step(0)
+    quiet = unaudited(gym.make("MiniGrid-Empty-8x8-v0"), [GoalUnderfoot()], monkeypatch)
+    VICTIM["env"] = quiet
+    quiet.reset(seed=0)
+    _, reward, base_said_done, _, info = quiet.step(0)
     assert base_said_done and reward > 0  # the base env itself was fooled
     assert info["verdict"].success is False
     assert info["verdict"].reason == "mission failed"
 
 
-def test_rewriting_the_map_mid_episode_is_caught_and_does_not_make_success():
+def test_rewriting_the_map_mid_episode_is_caught_and_does_not_make_success(monkeypatch):
     env = envharness.wrap("FrozenLake-v1", DeskGoal(), is_slippery=False)
     VICTIM["env"] = env
     env.reset(seed=0)
     with pytest.raises(VerifierTamperError, match="DeskGoal.on_action"):
         env.step(2)
-    unaudited = Harness(gym.make("FrozenLake-v1", is_slippery=False), [DeskGoal()], audit=False)
-    VICTIM["env"] = unaudited
-    unaudited.reset(seed=0)
-    assert unaudited.step(2)[4]["verdict"].success is False
+    quiet = unaudited(gym.make("FrozenLake-v1", is_slippery=False), [DeskGoal()], monkeypatch)
+    VICTIM["env"] = quiet
+    quiet.reset(seed=0)
+    assert quiet.step(2)[4]["verdict"].success is False
 
 
 def test_honest_success_is_still_reported_under_the_same_harness():

@@ -125,6 +125,10 @@ class Adapter:
         """Why the verifier would already call the current state a success (None if it would not)."""
         return None
 
+    def refuse_setup(self, action: Any) -> str | None:
+        """Why ``action`` may not be taken as setup, before the agent acts (None if it may)."""
+        return None
+
     def time_limit(self) -> int | None:
         """The most agent steps an episode may take: the registered limit, or a tighter made one."""
         return self._limit

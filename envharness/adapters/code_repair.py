@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envharness.adapters.base import Adapter
+from envharness.adapters.base import Adapter, digest
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
@@ -59,8 +59,33 @@ class CodeRepairAdapter(Adapter):
         """The module path and the pristine hidden tests of the current task."""
         return next((path, hidden) for name, path, hidden in self._pristine if name == self._task)
 
+    def _edited(self) -> bool:
+        """Whether setup (a state transform) changed the module from the task's own source."""
+        raw = self.raw
+        return raw.files.get(raw.task.path) != raw.task.source
+
     def level_id(self) -> str | None:
+        if self._edited():  # a module edited during setup is another level of the same task
+            return f"{self._task}@{digest(self.raw.files.get(self.raw.task.path, ''))}"
         return self._task
+
+    def solved(self) -> str | None:
+        if not self._edited():
+            return None
+        from envharness.envs.code_repair import verify
+
+        path, hidden = self._reference()
+        if verify({path: self.raw.files.get(path, "")}, hidden, self.raw.sandbox)[0]:
+            return "the module already passes the hidden tests"
+        return None
+
+    def refuse_setup(self, action: Any) -> str | None:
+        from envharness.transforms.rule import _tool_of
+
+        tool = _tool_of(action)
+        if tool in ("run_tests", "submit"):
+            return f"the tool {tool!r} runs code, which setup may not do; set the files up with view and replace only"
+        return None
 
     def observe(self) -> Any:
         return self.raw.observe()

@@ -54,18 +54,22 @@ class MiniGridAdapter(Adapter):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._goals: frozenset[tuple[int, int]] = frozenset()
-        # The step limit success and score count against: what the constructor sets by default.
-        self._max_steps = int(self.pristine().max_steps)
-        has_goal = self._probe_has_goal()
+        probe = self._probe(self.raw)
+        pristine = self.pristine()
+        # The step limit success and score count against: what the constructor sets by default
+        # (some envs, BabyAI's, set it only at reset). A changed max_steps is judged at the default.
+        self._fixed_max_steps = None if pristine is self.raw else int(self._probe(pristine).max_steps)
+        self._max_steps = self._fixed_max_steps or int(probe.max_steps)
+        has_goal = bool(self._cells_of("goal", probe))
         self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
         return _is_minigrid(raw)
 
-    def _probe_has_goal(self) -> bool:
-        """Whether this env's levels have goal tiles, decided on a private copy."""
-        probe = copy.deepcopy(self.raw)
+    def _probe(self, raw: Any) -> Any:
+        """A private copy of ``raw`` after a reset: what its levels look like."""
+        probe = copy.deepcopy(raw)
         try:
             probe.reset(seed=0)
         except (gym.error.DependencyNotInstalled, FileNotFoundError) as error:
@@ -79,7 +83,7 @@ class MiniGridAdapter(Adapter):
                 f"env_kwargs: {name} could not generate a level with them ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
                 "check their values (positions are tuples, sizes integers)"
             ) from None
-        return bool(self._cells_of("goal", probe))
+        return probe
 
     @staticmethod
     def _cells_of(kind: str, raw: Any) -> list[tuple[int, int]]:
@@ -94,6 +98,8 @@ class MiniGridAdapter(Adapter):
     # -- episode life cycle ------------------------------------------------------------
     def begin_episode(self) -> None:
         raw = self.raw
+        if self._fixed_max_steps is None:
+            self._max_steps = int(raw.max_steps) or self._max_steps
         self._goals = frozenset(self._cells_of("goal", raw))
         grid = raw.grid
         kinds = [cell.type if cell is not None else None for cell in grid.grid]
@@ -114,7 +120,7 @@ class MiniGridAdapter(Adapter):
         }
 
     def level_id(self) -> str | None:
-        return digest(self.raw.grid.encode(), self.raw.agent_pos, self.raw.agent_dir)
+        return digest(self.raw.grid.encode(), self.raw.agent_pos, self.raw.agent_dir, self.raw.mission)
 
     def position(self) -> Any:
         return [int(self.raw.agent_pos[0]), int(self.raw.agent_pos[1]), int(self.raw.agent_dir)]
@@ -125,14 +131,22 @@ class MiniGridAdapter(Adapter):
 
     def enforced_limit(self) -> int | None:
         limit = super().enforced_limit()
-        return int(self.raw.max_steps) if limit is None else min(limit, int(self.raw.max_steps))
+        own = int(self.raw.max_steps) or self._max_steps  # BabyAI sets max_steps only at reset
+        return own if limit is None else min(limit, own)
 
     def restart_clock(self) -> None:
         super().restart_clock()
         self.raw.step_count = 0
 
     def solved(self) -> str | None:
-        return "the agent starts on a goal tile" if self._agent() in self._goals else None
+        if self._agent() in self._goals:
+            return "the agent starts on a goal tile"
+        if not self._goals and hasattr(self.raw, "instrs"):
+            # BabyAI: would `done`, a no-op, already complete the mission? Asked of a copy.
+            probe = copy.deepcopy(self.raw)
+            if probe.instrs.verify(probe.actions.done) == "success":
+                return "the mission is complete before the agent acts"
+        return None
 
     def observe(self) -> Any:
         return self.raw.gen_obs()

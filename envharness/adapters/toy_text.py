@@ -80,8 +80,9 @@ class FrozenLakeAdapter(ToyTextAdapter):
                 continue
             for a, outcomes in by_action.items():
                 if len(outcomes) > 1:
+                    # Gymnasium lists the slips around the intended move: (left of it, it, right of it).
                     slippery = True
-                    success_rate = max(p for p, *_ in outcomes)
+                    success_rate = outcomes[len(outcomes) // 2][0]
                 for _, s2, r, _ in outcomes:
                     rewards[bytes(desc[s2])] = r
         rewards.setdefault(b"F", 0)

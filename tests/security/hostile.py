@@ -14,7 +14,12 @@ from typing import Any, ClassVar, Literal
 import gymnasium as gym
 import numpy as np
 
-from envharness.transforms import ObservationTransform, RuleTransform, StateTransform, Step
+from envharness.transforms import (
+    ObservationTransform,
+    RuleTransform,
+    StateTransform,
+    Step,
+)
 
 # The env under attack, reached from inside transforms as a global.
 VICTIM: dict[str, Any] = {}

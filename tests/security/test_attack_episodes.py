@@ -11,8 +11,14 @@ from hostile import START_ON_GOAL, VICTIM, PlaceOnGoal, make
 
 import envharness
 from envharness import EpisodeEndedError, TransformError
-from envharness.transforms import Chain, MoveAgent, ReplayPrefix, StateTransform, StepBudget, TerminateOn
-
+from envharness.transforms import (
+    Chain,
+    MoveAgent,
+    ReplayPrefix,
+    StateTransform,
+    StepBudget,
+    TerminateOn,
+)
 
 SOLVED_AT_RESET = ["minigrid_agent_to_goal", "acrobot_swing", *START_ON_GOAL]
 

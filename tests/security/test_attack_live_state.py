@@ -9,10 +9,20 @@ edits do forge success when the audit is switched off, so they are real attacks.
 from __future__ import annotations
 
 import pytest
-from hostile import EDITS, VICTIM, StashHandle, Tamper, TamperView, UseStashedHandle, make, play
+from hostile import (
+    EDITS,
+    VICTIM,
+    StashHandle,
+    Tamper,
+    TamperView,
+    UseStashedHandle,
+    make,
+    play,
+)
 
 import envharness
-from envharness import EpisodeEndedError, Harness, TransformError, VerifierTamperError
+from conftest import unaudited
+from envharness import EpisodeEndedError, TransformError, VerifierTamperError
 from envharness.harness import make_base
 from envharness.transforms import RuleTransform
 
@@ -60,9 +70,9 @@ def test_every_hook_of_a_custom_transform_is_watched(hook):
 
 
 @pytest.mark.parametrize("edit", FORGES)
-def test_control_without_the_audit_these_edits_do_forge_success(edit):
+def test_control_without_the_audit_these_edits_do_forge_success(edit, monkeypatch):
     env_id, kwargs, actions = make(edit)
-    env = Harness(make_base(env_id, **kwargs), [_attacker(edit, "on_action")], audit=False)
+    env = unaudited(make_base(env_id, **kwargs), [_attacker(edit, "on_action")], monkeypatch)
     VICTIM["env"] = env
     assert play(env, actions)[-1].success
 

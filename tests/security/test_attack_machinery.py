@@ -10,9 +10,17 @@ import pytest
 from hostile import VICTIM, Button, play  # noqa: F401  (hostile registers hostile/Button-v0)
 
 import envharness
+from conftest import unaudited
 from envharness import Harness, StateAccessError, VerifierTamperError
 from envharness.harness import make_base
-from envharness.transforms import Chain, MoveAgent, RuleTransform, Step, StepBudget, register_transform
+from envharness.transforms import (
+    Chain,
+    MoveAgent,
+    RuleTransform,
+    Step,
+    StepBudget,
+    register_transform,
+)
 from envharness.verifier import RUNNING, Verdict
 
 WIN = Verdict(True, 1.0, "forged")
@@ -44,13 +52,13 @@ class SwapJudge(RuleTransform):
         return action
 
 
-def test_replacing_the_judge_on_the_adapter_instance_is_caught_and_changes_nothing():
+def test_replacing_the_judge_on_the_adapter_instance_is_caught_and_changes_nothing(monkeypatch):
     env = envharness.wrap("MiniGrid-Empty-8x8-v0", SwapJudge())
     VICTIM["env"] = env
     env.reset(seed=0)
     with pytest.raises(VerifierTamperError, match="SwapJudge.on_action"):
         env.step(2)
-    quiet = Harness(gym.make("MiniGrid-Empty-8x8-v0"), [SwapJudge()], audit=False)
+    quiet = unaudited(gym.make("MiniGrid-Empty-8x8-v0"), [SwapJudge()], monkeypatch)
     VICTIM["env"] = quiet
     assert not any(v.success for v in play(quiet, [2, 2, 0]))  # the judge was bound at wrap time
 

@@ -17,8 +17,23 @@ import pytest
 from hostile import VICTIM
 
 import envharness
-from envharness import EpisodeEndedError, HarnessSpec, SpecError, StateAccessError, TransformError, VerifierTamperError
-from envharness.transforms import ActionCost, ActionSlip, Chain, ObservationTransform, RuleTransform, StateTransform
+from envharness import (
+    EpisodeEndedError,
+    HarnessSpec,
+    SpecError,
+    StateAccessError,
+    TransformError,
+    VerifierTamperError,
+)
+from envharness.transforms import (
+    ActionCost,
+    ActionSlip,
+    Chain,
+    ObservationTransform,
+    RuleTransform,
+    StateTransform,
+    register_transform,
+)
 from envharness.verifier import Verdict
 
 LAVA_EDGE = [1, 2, 2, 0]  # LavaGapS5, seed 1: the agent ends facing a lava tile at (2, 3)
@@ -362,3 +377,139 @@ def test_an_audited_harness_survives_a_copy(clone):
     env = clone(envharness.wrap("FrozenLake-v1", Nothing(), **LAKE))
     env.reset(seed=0)
     assert env.step(1)[4]["verdict"].success is False
+
+
+# -- a second review, against the fixed version ------------------------------------------------------------
+def test_two_threads_stepping_one_harness_cannot_walk_on_from_lava():
+    import threading
+
+    from minigrid.core.world_object import Lava
+
+    env = envharness.wrap("MiniGrid-Empty-5x5-v0")  # no transforms: the direct step path
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for trial in range(60):
+            env.reset(seed=trial)
+            raw = env.unwrapped
+            raw.grid.set(2, 3, Lava())  # (the test sets the level up: lava between the agent and the goal)
+            raw.agent_pos, raw.agent_dir = (1, 3), 0
+            barrier, out = threading.Barrier(2), []
+
+            def forward() -> None:
+                barrier.wait()
+                try:
+                    out.append(env.step(2)[4]["verdict"])
+                except EpisodeEndedError:
+                    out.append(None)
+
+            threads = [threading.Thread(target=forward) for _ in range(2)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            assert not any(v is not None and v.success for v in out), trial
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_babyai_is_judged_at_its_per_level_step_limit_and_a_done_that_wins_at_once_is_refused():
+    from envharness.transforms import MoveAgent
+
+    env = envharness.wrap("BabyAI-GoToObj-v0", MoveAgent(min_dist=1, max_dist=100))
+    refused = 0
+    for seed in range(120):
+        try:
+            env.reset(seed=seed)
+        except TransformError as error:
+            assert "the mission is complete before the agent acts" in str(error)
+            refused += 1
+            continue
+        assert env.adapter.time_limit() > 0
+        assert not env.step(6)[4]["verdict"].success  # `done` straight away never wins
+    assert refused > 0
+
+
+def test_an_exported_package_cannot_be_made_to_run_library_text(tmp_path):
+    import subprocess
+
+    from envrigger.export import export_library
+    from envrigger.library import Library
+
+    library = Library(tmp_path / "library.db")
+    evil = f'timeout"""\nimport pathlib; pathlib.Path({str(tmp_path / "PWNED")!r}).write_text("x")\n"""'
+    library.admit(HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 20}}]),
+                  finding=evil, rationale="r", gates=[], seeds=[1], agent_id="q")
+    paths = export_library(library, tmp_path / "out", package="evil_envs")
+    ran = subprocess.run([sys.executable, "-c", "import evil_envs; print(len(evil_envs.ENV_IDS))"], cwd=str(paths["package"]),
+                         capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "1" and not (tmp_path / "PWNED").exists()
+
+
+def test_map_edits_keep_frozenlakes_slipperiness():
+    from envharness.transforms import FrozenLakeMap
+
+    env = envharness.wrap("FrozenLake-v1", FrozenLakeMap(add_holes=1), success_rate=0.2)
+    env.reset(seed=0)
+    assert sorted(round(p, 3) for p, *_ in env.unwrapped.P[0][1]) == [0.2, 0.4, 0.4]
+
+
+@pytest.mark.parametrize("env_kwargs", [{"map_name": "nope"}, {"desc": []}, {"max_episode_steps": 0}])
+def test_hostile_env_kwargs_get_a_one_line_error_at_the_cli(env_kwargs, tmp_path, capsys):
+    from envharness.cli import main
+
+    path = tmp_path / "spec.json"
+    path.write_text(HarnessSpec(env_id="FrozenLake-v1", env_kwargs=env_kwargs).to_json())
+    with pytest.raises(SystemExit) as code:
+        main(["check", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert code.value.code == 2 and len(err.splitlines()) == 1 and "env_kwargs" in err
+
+
+def test_a_registration_that_contains_itself_is_a_clear_error():
+    envharness.register({"env_id": "FrozenLake-v1", "transforms": [{"name": "Chain", "params": {"env_id": "review/Loop-v0"}}]},
+                        id="review/Loop-v0")
+    with pytest.raises(SpecError, match="recursed"):
+        gym.make("review/Loop-v0")
+
+
+def test_register_refuses_to_shadow_a_base_env_or_take_a_module_id():
+    with pytest.raises(SpecError, match="already registered"):
+        envharness.register({"env_id": "CartPole-v0"}, id="CartPole-v1")
+    with pytest.raises(SpecError, match="holds ':'"):
+        envharness.register({"env_id": "CartPole-v0"}, id="evil:Mod-v0")
+
+
+def test_reset_options_that_move_the_start_are_a_different_level():
+    env = envharness.wrap("MountainCar-v0")
+    plain = env.reset(seed=0)[1]["level_id"]
+    moved = env.reset(seed=0, options={"low": 0.45, "high": 0.46})[1]["level_id"]
+    assert moved != plain
+
+
+class ReviewNothing(RuleTransform):
+    """A custom rule that does nothing; registered during the test so that gym.make(env.spec) can rebuild it."""
+
+    def on_action(self, action, memo, rng):
+        return action
+
+
+@pytest.fixture
+def registered_nothing():
+    from envharness.transforms import TRANSFORMS
+
+    register_transform(ReviewNothing)
+    yield ReviewNothing
+    TRANSFORMS.pop("ReviewNothing")
+
+
+def test_the_audit_cannot_be_switched_off_for_custom_transforms(registered_nothing):
+    Nothing = registered_nothing
+    with pytest.raises(SpecError, match="custom transforms are always audited"):
+        envharness.Harness(gym.make("FrozenLake-v1"), [Nothing()], audit=False)
+    env = envharness.Harness(gym.make("FrozenLake-v1"), [Nothing()])
+    spec = env.spec
+    spec.additional_wrappers[-1].kwargs["audit"] = False  # an edited EnvSpec is data too
+    with pytest.raises(SpecError, match="always audited"):
+        gym.make(spec)

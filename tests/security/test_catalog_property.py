@@ -24,7 +24,13 @@ from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
 import envharness
-from envharness import EpisodeEndedError, Harness, IncompatibleTransformError, SpecError, TransformError
+from envharness import (
+    EpisodeEndedError,
+    Harness,
+    IncompatibleTransformError,
+    SpecError,
+    TransformError,
+)
 from envharness.harness import make_base
 from envharness.transforms import CATALOG, Chain
 from envrigger.policies import reference_policy
