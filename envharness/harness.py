@@ -160,6 +160,15 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._segment_verdicts: list[Verdict] = []
 
     # -- audit ---------------------------------------------------------------------------
+    # A checkpoint refers to live classes and objects: a copy takes a fresh one of its own env.
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_mark": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        if self._audit:
+            self._mark = self._adapter.checkpoint()
+
     def _at_wrap(self, transform: Transform, name: str, call: Any, *args: Any) -> Any:
         """Run a wrap-time method of a transform; audited like the hooks when the transform is custom."""
         out = call(*args)
@@ -195,7 +204,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return getattr(transform, name)
 
     def _expect_unchanged(self, where: str) -> None:
-        if self._adapter.checkpoint() != self._mark:
+        try:
+            changed = self._adapter.checkpoint() != self._mark
+        except Exception:  # a replaced value that cannot even be compared (an array on a class) is a change
+            changed = True
+        if changed:
             self._mode = _OVER
             self._verdict = Verdict(False, 0.0, f"tampered: {where}")
             raise VerifierTamperError(

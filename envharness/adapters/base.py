@@ -186,25 +186,31 @@ class Adapter:
 
     def _watch(self, out: list[Any], index: int, obj: Any, skip: frozenset[str]) -> None:
         cls = type(obj)
-        # The class and everything defined on it (a method patched on the class changes this).
-        out.append((id(cls), tuple(tuple(map(id, vars(klass).values())) for klass in cls.__mro__)))
+        # The class and everything defined on it: a method patched on the class replaces a value here
+        # (compared by identity first, so an untouched class compares equal at once).
+        out.append((cls, tuple(tuple(vars(klass).values()) for klass in cls.__mro__ if klass not in _SEALED)))
         callables = self._class_callables[index]
+        names, values = [], []
         for name, value in vars(obj).items():
             # Spaces hold their own generators, which sampling an action (between steps) advances.
             if name in skip or isinstance(value, gym.spaces.Space):
                 continue
             if name in callables:
                 out.append(("replaced method", name, id(value)))
-                continue
-            key = (index, name)
-            if key in self._unpicklable:
-                out.append((name, id(value)))
-                continue
-            try:
-                out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
-            except Exception:  # sandboxes, windows, closures: their identity is what we can watch
-                self._unpicklable.add(key)
-                out.append((name, id(value)))
+            elif (index, name) in self._unpicklable:
+                out.append((name, id(value)))  # sandboxes, windows, closures: their identity is what we can watch
+            else:
+                names.append(name)
+                values.append(value)
+        try:
+            out.append((tuple(names), pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)))
+        except Exception:
+            for name, value in zip(names, values):
+                try:
+                    out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+                except Exception:
+                    self._unpicklable.add((index, name))
+                    out.append((name, id(value)))
 
     def observe(self) -> Any:
         """Re-read the base env's observation after its state was edited."""
@@ -261,6 +267,8 @@ class Adapter:
 _UNTRACKED = frozenset({"env", "screen", "clock", "window", "isopen", "surf", "viewer", "render_mode", "_previous_data"})
 _ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_class_callables", "_unpicklable"})
 _RANDOM = frozenset({"_np_random", "_np_random_seed", "np_random"})
+# Classes whose attributes Python itself refuses to change.
+_SEALED = frozenset({object})
 
 
 def _layers(env: gym.Env) -> tuple[gym.Env, ...]:
