@@ -83,8 +83,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: the base environment (it may itself contain a harness: the inner verdict is kept).
         transforms: transforms, or ``{"name", "params"}`` dicts, applied in order per kind.
-        audit: force the state audit on or off; by default it runs when a transform is not
-            from the catalog.
+        audit: ``True`` audits catalog transforms too; by default the audit runs when a
+            transform is not from the catalog, and it cannot be switched off for those.
 
     Example:
         >>> import gymnasium as gym
