@@ -11,6 +11,7 @@ any number of workers (only ``wall_time`` differs).
 
 from __future__ import annotations
 
+import copy
 import multiprocessing as mp
 import os
 import tempfile
@@ -65,11 +66,20 @@ def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
 
 
 class _Fixed:
+    """Hands out a private copy of a policy object, as the process and Ray backends do by pickling it.
+
+    So a rollout never touches a live learner: reseeding the copy per episode leaves the
+    learner's own training stream (and everything else) as it was, on every backend.
+    """
+
     def __init__(self, policy: Any) -> None:
         self.policy = policy
 
     def __call__(self, env: Any) -> Any:
-        return self.policy
+        try:
+            return copy.deepcopy(self.policy)
+        except Exception:  # not copyable (open handles...): it runs as it is, and its own state moves
+            return self.policy
 
 
 class _Random:

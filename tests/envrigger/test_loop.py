@@ -243,3 +243,11 @@ def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
     out = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path)
     first, second = out.stdout.split("\n")[:2]
     assert float(first.split()[0]) <= 2 and first.split()[1] == "FrozenLakeEnv" and second == "True"
+
+
+def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
+    config = {**SMALL, "rounds": 1, "candidates_per_round": 2, "collect_episodes": 20, "eval_episodes": 20}
+    for backend in ("serial", "process"):
+        run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend, "workers": 2}))
+    for name in ("learner-round-1.json", "baseline-round-1.json"):
+        assert (tmp_path / "serial" / name).read_text() == (tmp_path / "process" / name).read_text(), name

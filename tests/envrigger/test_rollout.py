@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+import envharness
 from envharness import HarnessSpec
 from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryError
@@ -142,3 +143,14 @@ def test_ray_worker_that_dies_twice_records_a_failed_episode(tmp_path):
     assert sorted(episodes) == [0, 1, 2, 3]
     assert "ray worker failed twice" in episodes[2].error
     assert all(episodes[s].error is None for s in (0, 1, 3))
+
+
+def test_a_serial_rollout_never_touches_the_live_learners_stream(tmp_path):
+    from envrigger.policies.qlearning import QLearner
+
+    env = envharness.wrap("FrozenLake-v1", is_slippery=False)
+    learner = QLearner(env.action_space, env.observation_space, seed=3)
+    before = json.dumps(learner.rng.bit_generator.state)
+    runs = {b: rollout("FrozenLake-v1", learner, seeds=range(8), backend=b, workers=2, out=tmp_path / b) for b in ("serial", "process")}
+    assert json.dumps(learner.rng.bit_generator.state) == before
+    assert _content(runs["serial"]) == _content(runs["process"])
