@@ -190,3 +190,14 @@ def test_every_registered_minigrid_env_wraps_steps_and_is_judged():
             plain = env.reset(seed=0)[1]["level"]["goal_distance"]
             moved = envharness.wrap(env_id, MoveGoal(min_dist=1, max_dist=4)).reset(seed=0)[1]["level"]["goal_distance"]
             assert 1 <= moved <= 4 or moved == plain, env_id
+
+
+def test_cliffwalking_gets_a_step_limit_because_its_registration_has_none():
+    env = envharness.wrap("CliffWalking-v1")
+    env.reset(seed=0)
+    for t in range(1, 1000):
+        *_, terminated, truncated, info = env.step(0)  # up, into the wall: never the goal
+        if terminated or truncated:
+            break
+    assert (t, truncated, info["verdict"].reason) == (200, True, "timeout")
+    assert envharness.wrap("CliffWalking-v1", max_episode_steps=40).adapter.time_limit() == 40

@@ -67,6 +67,8 @@ class Adapter:
     observes_goal: bool = True
     # Constructor arguments that would redefine success; the verifier uses their registered values.
     verifier_kwargs: tuple[str, ...] = ()
+    # The step limit of a family whose registration has none (an episode must end to be judged).
+    fallback_limit: int | None = None
     # Constructor arguments that change neither the level nor success (left out of the level id).
     neutral_kwargs: tuple[str, ...] = ("render_mode",)
 
@@ -76,6 +78,8 @@ class Adapter:
         self._features: dict[str, float] = {}
         self._layers = _layers(env)
         made, registered = _time_limits(env)
+        if made is None and registered is None:
+            registered = self.fallback_limit
         known = [limit for limit in (made, registered) if limit is not None]
         # Episodes end at the tighter limit; a verifier that counts survival counts to the registered one.
         self._limit = min(known) if known else None

@@ -281,7 +281,10 @@ class TaxiAdapter(ToyTextAdapter):
 
 
 class CliffWalkingAdapter(ToyTextAdapter):
-    """CliffWalking: success is reaching the bottom-right goal; the start cell can move.
+    """CliffWalking: success is reaching the bottom-right goal within 200 steps; the start cell can move.
+
+    Gymnasium registers CliffWalking without a time limit, so the harness ends episodes
+    after 200 agent steps (a tighter ``max_episode_steps`` still applies).
 
     Example:
         >>> import gymnasium as gym
@@ -293,6 +296,9 @@ class CliffWalkingAdapter(ToyTextAdapter):
     """
 
     capabilities = frozenset({"agent"})
+    # Gymnasium registers CliffWalking without a time limit: a random walk "succeeds" after thousands of
+    # steps. The optimal path is 13 steps; 200 is Taxi's and FrozenLake 8x8's limit.
+    fallback_limit = 200
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
