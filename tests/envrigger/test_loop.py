@@ -251,3 +251,16 @@ def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
         run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend, "workers": 2}))
     for name in ("learner-round-1.json", "baseline-round-1.json"):
         assert (tmp_path / "serial" / name).read_text() == (tmp_path / "process" / name).read_text(), name
+
+
+def test_solvability_is_relative_to_the_original_so_slippery_maps_can_admit(tmp_path):
+    slippery = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": True})
+    env = slippery.build()
+    validator = Validator(RandomPolicy(env.action_space, seed=0), slippery, tmp_path / "v", ValidationConfig(backend="serial"))
+    seeds = list(range(3_000_000, 3_000_032))
+    base = validator.base_reference_rate(seeds)
+    assert 0 < base < 0.5  # an absolute 50% bar would refuse every reshaping of this env
+    assert validator.solvability(base, seeds).passed
+    assert validator.solvability(0.6 * base, seeds).passed
+    assert not validator.solvability(0.4 * base, seeds).passed
+    assert not validator.solvability(0.0, seeds).passed
