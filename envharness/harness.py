@@ -113,10 +113,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         # Bound from the class once: replacing ``judge`` on the adapter instance changes nothing.
         self._judge = type(adapter).judge.__get__(adapter)
         self.adapter = AdapterView(adapter)
-        self._custom = frozenset(id(t) for t in built if type(t) not in CATALOG)
-        if audit is False and self._custom:
+        custom = any(type(t) not in CATALOG for t in built)
+        if audit is False and custom:
             raise SpecError("audit: custom transforms are always audited; drop audit=False (the default audits them)")
-        self._audit = bool(self._custom) or bool(audit)
+        self._audit = custom or bool(audit)
         self._verdict: Verdict = RUNNING
         self._mode = _OVER  # no step before a reset has completed
         self._busy = False  # inside transform hooks, which may not call step() or reset()
@@ -172,7 +172,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def _at_wrap(self, transform: Transform, name: str, call: Any, *args: Any) -> Any:
         """Run a wrap-time method of a transform; audited like the hooks when the transform is custom."""
         out = call(*args)
-        if self._audit and id(transform) in self._custom:
+        if self._audit and type(transform) not in CATALOG:
             self._expect_unchanged(f"{transform.name}.{name}")
         return out
 
@@ -183,7 +183,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         rest of the unwrapped env (thresholds, dynamics, methods) must come out unchanged.
         """
         adapter = self._adapter
-        watched = self._audit and id(transform) in self._custom
+        watched = self._audit and type(transform) not in CATALOG
         before = adapter.constants() if watched else None
         handle = StateHandle(adapter, transform.name)
         try:

@@ -256,7 +256,8 @@ class Adapter:
         """A copy of everything that determines the env's future, for :meth:`set_state`."""
         if not self.state_attrs:
             raise StateAccessError(f"{type(self.raw).__name__}: no state access through the generic adapter")
-        return {name: copy.deepcopy(getattr(self.raw, name)) for name in self.state_attrs}
+        raw = self.raw
+        return {name: copy.deepcopy(getattr(raw, name)) for name in self.state_attrs if hasattr(raw, name)}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a state taken with :meth:`get_state`."""
