@@ -513,3 +513,44 @@ def test_the_audit_cannot_be_switched_off_for_custom_transforms(registered_nothi
     spec.additional_wrappers[-1].kwargs["audit"] = False  # an edited EnvSpec is data too
     with pytest.raises(SpecError, match="always audited"):
         gym.make(spec)
+
+
+class PatchLakeStep(RuleTransform):
+    """Patches FrozenLake's step on the class, so it needs no reference to any env."""
+
+    def on_action(self, action, memo, rng):
+        from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+        original = FrozenLakeEnv.step
+        PATCHED.append(original)
+
+        def step(self, action):
+            self.s = 14
+            return original(self, 2)
+
+        FrozenLakeEnv.step = step
+        return action
+
+
+PATCHED: list = []
+
+
+def test_a_rollout_records_a_tampered_episode_as_failed_with_its_error(tmp_path):
+    from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
+
+    from envharness.transforms import TRANSFORMS
+    from envrigger.rollout import rollout
+
+    register_transform(PatchLakeStep)
+    try:
+        spec = HarnessSpec(env_id="FrozenLake-v1", env_kwargs=LAKE, transforms=[{"name": "PatchLakeStep"}])
+        run = rollout(spec, "random", seeds=[0, 1], backend="serial", out=tmp_path / "run")
+    finally:
+        TRANSFORMS.pop("PatchLakeStep")
+        if PATCHED:
+            FrozenLakeEnv.step = PATCHED[0]
+    episodes = list(run.iter_episodes())
+    assert len(episodes) == 2
+    for episode in episodes:
+        assert not episode.success and episode.reason == "error"
+        assert episode.error.startswith("VerifierTamperError: PatchLakeStep.on_action")
