@@ -271,7 +271,8 @@ def run_command(
             raise UserError(f"--learner: got {learner!r}; use qlearning")
     target = output or resume
     table = Table(title=f"envrigger run {target}: held-out success on the original env (95% CI)")
-    for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner", "time"):
+    for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner",
+                   "env steps (curriculum / baseline)", "time"):
         table.add_column(column, overflow="fold")
 
     def show(summary: dict[str, Any]) -> None:
@@ -280,7 +281,7 @@ def run_command(
             str(summary["round"]), ", ".join(summary["findings"][:3]) or "-", str(summary["candidates"]),
             str(len(summary["admitted"])), ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-",
             str(summary["library_size"]), f"{c['success']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]",
-            f"{b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]", f"{summary['wall_time']:.0f}s",
+            f"{b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]", _steps(summary), f"{summary['wall_time']:.0f}s",
         )
         console.print(f"round {summary['round']} done: curriculum {c['success']:.2f} vs baseline {b['success']:.2f} held-out")
 
@@ -296,6 +297,18 @@ def run_command(
         f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] vs baseline {b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}] "
         f"(same training steps; mean length {c['mean_length']:.1f} vs {b['mean_length']:.1f}); library: {target / 'library.db'}"
     )
+    spent = {arm: {k: sum(s.get("interaction", {}).get(arm, {}).get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
+             for arm in ("curriculum", "baseline")}
+    cur, base_arm = spent["curriculum"], spent["baseline"]
+    console.print(
+        f"env steps over all rounds: curriculum {cur['total']:,} (train {cur['train']:,} + collect {cur['collect']:,} + "
+        f"validate {cur['validate']:,}) vs baseline {base_arm['total']:,} (train only)"
+    )
+
+
+def _steps(summary: dict[str, Any]) -> str:
+    spent = summary.get("interaction")  # rounds recorded before interaction was counted have none
+    return f"{spent['curriculum']['total']:,} / {spent['baseline']['total']:,}" if spent else "-"
 
 
 library_app = typer.Typer(help="Inspect and edit an admitted-environment library.", no_args_is_help=True, rich_markup_mode=None)

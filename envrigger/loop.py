@@ -181,6 +181,7 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         log(f"round {number}: collecting {config.collect_episodes} episodes")
         collected = rollout(base, learner, seeds=[COLLECT_SEED + 10_000 * number + i for i in range(config.collect_episodes)],
                             backend=config.backend, workers=config.workers, out=workdir / "collect")
+        collect_steps = int(np.sum(collected.episodes_table(["length"]).column("length").to_numpy()))
         diagnosis = diagnose(collected)
         (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
         admitted_before = [(c.hash, c.spec, c.finding) for c in library.components()]
@@ -206,8 +207,8 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         specs = [base, *(c.spec for c in components)]
         trained = train_on(learner, specs, config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
                            np.random.default_rng([config.seed, number, 1]))
-        train_on(baseline, [base], config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
-                 np.random.default_rng([config.seed, number, 2]))
+        baseline_trained = train_on(baseline, [base], config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
+                                    np.random.default_rng([config.seed, number, 2]))
         heldout = evaluate(learner, base, eval_seeds, workdir / "eval-curriculum", config)
         reference = evaluate(baseline, base, eval_seeds, workdir / "eval-baseline", config)
         summary = {
@@ -220,6 +221,12 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
             "library_size": len(components),
             "library_version": library.version,
             "train": trained,
+            # Every env step each arm took this round (held-out evaluation aside): the baseline only trains.
+            "interaction": {
+                "curriculum": {"train": trained["steps"], "collect": collect_steps, "validate": validator.env_steps,
+                               "total": trained["steps"] + collect_steps + validator.env_steps},
+                "baseline": {"train": baseline_trained["steps"], "total": baseline_trained["steps"]},
+            },
             "heldout_curriculum": heldout,
             "heldout_baseline": reference,
             "wall_time": time.perf_counter() - started,

@@ -132,11 +132,24 @@ class Validator:
         self.config = config or ValidationConfig()
         self._behaviour: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
         self._base_reference: dict[tuple[int, ...], float] = {}
+        self.env_steps = 0  # every env step validation took (rollouts, reference play, replays): charged to the loop
 
     # -- helpers -------------------------------------------------------------------------
     def _run(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
-        return rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers,
-                       out=self.workdir / name)
+        store = rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers,
+                        out=self.workdir / name)
+        self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy()))
+        return store
+
+    def _played(self, env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:
+        actions, verdicts = _play(env, solver, seed)
+        self.env_steps += len(actions)
+        return actions, verdicts
+
+    def _replayed(self, spec: HarnessSpec, actions: list[Any], seed: int) -> list[tuple[bool, str]]:
+        verdicts = _replay(spec, actions, seed)
+        self.env_steps += len(verdicts)
+        return verdicts
 
     def behaviour(self, spec: HarnessSpec, seeds: list[int]) -> tuple[float, float]:
         """The agent's success rate and mean episode length on ``spec`` over ``seeds`` (cached)."""
@@ -165,12 +178,12 @@ class Validator:
         compared = mismatches = base_compared = base_mismatches = successes = 0
         dynamics_kept = _preserves_dynamics(candidate.spec)
         for seed in seeds:
-            actions, verdicts = _play(env, solver, seed)
+            actions, verdicts = self._played(env, solver, seed)
             successes += verdicts[-1][0]
             compared += 1
-            mismatches += _replay(candidate.spec, actions, seed) != verdicts
+            mismatches += self._replayed(candidate.spec, actions, seed) != verdicts
             if dynamics_kept:
-                base = _replay(self.base, actions, seed)
+                base = self._replayed(self.base, actions, seed)
                 base_compared += 1
                 # Rules may end an episode early (a failure); until then the base env must judge alike.
                 base_mismatches += [s for s, _ in base[: len(verdicts) - 1]] != [s for s, _ in verdicts[:-1]] or (
@@ -191,7 +204,7 @@ class Validator:
         if key not in self._base_reference:
             env = self.base.build()
             solver = reference_policy(env)
-            self._base_reference[key] = float(np.mean([_play(env, solver, seed)[1][-1][0] for seed in seeds]))
+            self._base_reference[key] = float(np.mean([self._played(env, solver, seed)[1][-1][0] for seed in seeds]))
             env.close()
         return self._base_reference[key]
 

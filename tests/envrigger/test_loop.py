@@ -180,6 +180,17 @@ def test_loop_admits_trains_and_evaluates_held_out(tmp_path):
     assert not collected & set(first.seeds) and min(collected) >= COLLECT_SEED
     assert summaries[-1]["heldout_curriculum"]["success"] >= summaries[-1]["heldout_baseline"]["success"]
     assert all(0 <= s["heldout_curriculum"]["ci"][0] <= s["heldout_curriculum"]["success"] for s in summaries)
+    # Every env step is charged: the curriculum arm pays for collection and validation, the baseline only trains.
+    spent = summaries[0]["interaction"]
+    collect_steps = sum(e.length for e in TrajectoryStore(tmp_path / "run" / "round-1" / "collect").iter_episodes())
+    validate_steps = sum(e.length for store in (tmp_path / "run" / "round-1" / "validate").iterdir()
+                         for e in TrajectoryStore(store).iter_episodes())
+    curriculum = spent["curriculum"]
+    assert curriculum["collect"] == collect_steps
+    assert curriculum["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
+    assert curriculum["total"] == curriculum["train"] + curriculum["collect"] + curriculum["validate"]
+    assert set(spent["baseline"]) == {"train", "total"} and spent["baseline"]["total"] == spent["baseline"]["train"]
+    assert abs(curriculum["train"] - spent["baseline"]["train"]) < 200  # equal training budgets (whole episodes)
 
 
 def test_a_run_killed_mid_round_resumes_without_losing_admitted_work(tmp_path):
