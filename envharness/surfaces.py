@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from envharness.errors import TransformError
+from envharness.errors import TransformError, VerifierTamperError
 
 # The capability each kind of cell edit needs.
 _CELL_CAPABILITY = {"wall": "walls", "lava": "lava", "hole": "map"}
@@ -113,11 +113,14 @@ class StateHandle(AdapterView):
 
     Each edit needs the adapter capability it uses, so a transform cannot reach an edit
     the env does not offer; after :meth:`revoke` every call raises
-    :class:`~envharness.errors.TransformError`.
+    :class:`~envharness.errors.TransformError`. With ``watch`` (the harness passes the
+    adapter's checkpoint for custom transforms), the handle also checks that nothing but
+    its own edits changed the env: before each edit, and in :meth:`settle` at the end.
 
     Args:
         adapter: the adapter to edit through.
         transform: the name of the transform holding the handle (for error messages).
+        watch: a function returning a checkpoint of the base env, or None.
 
     Example:
         >>> import gymnasium as gym
@@ -134,12 +137,14 @@ class StateHandle(AdapterView):
         envharness.errors.TransformError: MyTransform: its state handle was used after apply() returned; edit the env only inside apply()
     """
 
-    __slots__ = ("_steps", "_transform")
+    __slots__ = ("_mark", "_steps", "_transform", "_watch")
 
-    def __init__(self, adapter: Any, transform: str) -> None:
+    def __init__(self, adapter: Any, transform: str, watch: Any = None) -> None:
         super().__init__(adapter)
         self._transform = transform
         self._steps = 0
+        self._watch = watch
+        self._mark = watch() if watch is not None else None
 
     # A copy would outlive revoke(): copies are the handle itself, and it does not pickle.
     def __copy__(self) -> StateHandle:
@@ -159,10 +164,25 @@ class StateHandle(AdapterView):
             )
         return adapter
 
-    def _editor(self, capability: str) -> Any:
+    def _edit(self, capability: str | None, edit: str, *args: Any) -> Any:
+        """Run one of the adapter's edits, checking first that nothing else changed the env since the last."""
         adapter = self._target()
-        adapter.require(capability, self._transform)
-        return adapter
+        if capability is not None:
+            adapter.require(capability, self._transform)
+        self.settle()
+        try:
+            return getattr(adapter, edit)(*args)
+        finally:
+            if self._watch is not None:
+                self._mark = self._watch()
+
+    def settle(self) -> None:
+        """Raise :class:`~envharness.errors.VerifierTamperError` if the env changed other than through this handle."""
+        if self._watch is not None and self._watch() != self._mark:
+            raise VerifierTamperError(
+                f"{self._transform}.apply changed the base env outside its StateHandle; a state transform may "
+                "edit the level only through the handle's edits"
+            )
 
     def revoke(self) -> None:
         """End the handle: every later call raises."""
@@ -170,34 +190,34 @@ class StateHandle(AdapterView):
 
     def move_goal(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         """Move the goal to a free cell at path distance ``[min_dist, max_dist]`` from the agent."""
-        return self._editor("goal").move_goal(rng, min_dist, max_dist)
+        return self._edit("goal", "move_goal", rng, min_dist, max_dist)
 
     def move_agent(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         """Move the agent to a free cell at path distance ``[min_dist, max_dist]`` from the goal."""
-        return self._editor("agent").move_agent(rng, min_dist, max_dist)
+        return self._edit("agent", "move_agent", rng, min_dist, max_dist)
 
     def edit_cells(self, kind: str, add: int, remove: int, rng: np.random.Generator, keep_solvable: bool) -> int:
         """Add or remove cells of ``kind`` (``wall``, ``lava``, ``hole``); returns how many changed."""
         capability = _CELL_CAPABILITY.get(kind)
         if capability is None:
             raise TransformError(f"{self._transform}: cell kind {kind!r} is unknown; use one of {', '.join(_CELL_CAPABILITY)}")
-        return self._editor(capability).edit_cells(kind, add, remove, rng, keep_solvable)
+        return self._edit(capability, "edit_cells", kind, add, remove, rng, keep_solvable)
 
     def set_physics(self, values: dict[str, float]) -> None:
         """Set physical constants by their envharness names."""
-        adapter = self._editor("physics")
-        unknown = sorted(set(values) - adapter.physics_names)
-        if unknown:
-            raise TransformError(f"{self._transform}: {self.env_name} has no constant {unknown[0]!r}; use one of {', '.join(sorted(adapter.physics_names))}")
-        adapter.set_physics(values)
+        names = self._target().physics_names
+        unknown = sorted(set(values) - names)
+        if unknown and "physics" in self.capabilities:
+            raise TransformError(f"{self._transform}: {self.env_name} has no constant {unknown[0]!r}; use one of {', '.join(sorted(names))}")
+        self._edit("physics", "set_physics", dict(values))
 
     def perturb_initial_state(self, rng: np.random.Generator, scale: float) -> None:
         """Add uniform noise in ``[-scale, scale]`` to every state variable."""
-        self._editor("initial_state").perturb_initial_state(rng, scale)
+        self._edit("initial_state", "perturb_initial_state", rng, scale)
 
     def open_file(self, path: str) -> None:
         """Show ``path`` as if the agent had just viewed it (code-repair envs)."""
-        self._editor("files").open_file(path)
+        self._edit("files", "open_file", path)
 
     def observe(self) -> Any:
         """The base env's observation of its current (edited) state."""
@@ -209,11 +229,10 @@ class StateHandle(AdapterView):
         Setup must leave the agent an episode to play: a step that ends it raises
         :class:`~envharness.errors.TransformError`.
         """
-        adapter = self._target()
-        refused = adapter.refuse_setup(action)
+        refused = self._target().refuse_setup(action)
         if refused is not None:
             raise TransformError(f"{self._transform}: setup step {self._steps}: {refused}")
-        out = adapter.env.step(action)
+        out = self._edit(None, "setup_step", action)
         self._steps += 1
         if out[2] or out[3]:
             self.revoke()

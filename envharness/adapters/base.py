@@ -15,8 +15,11 @@ state transforms; every non-registered keyword argument is part of the level id.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
+import io
 import pickle
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -133,6 +136,10 @@ class Adapter:
         """Why ``action`` may not be taken as setup, before the agent acts (None if it may)."""
         return None
 
+    def setup_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        """Step the base env as setup (a replayed prefix), before the agent acts."""
+        return self.env.step(action)
+
     def time_limit(self) -> int | None:
         """The most agent steps an episode may take: the registered limit, or a tighter made one."""
         return self._limit
@@ -176,42 +183,43 @@ class Adapter:
             self._watch(out, index, obj, _ADAPTER_UNTRACKED if obj is self else _UNTRACKED)
         return out
 
-    def constants(self) -> list[Any] | None:
-        """A checkpoint of the unwrapped env without its state attributes: what no state edit may touch.
-
-        None for an adapter without state access (the generic one), which cannot tell an
-        env's state from its constants.
-        """
-        if not self.state_attrs:
-            return None
-        out: list[Any] = []
-        self._watch(out, len(self._layers) - 1, self.raw, _UNTRACKED | _RANDOM | frozenset(self.state_attrs))
-        return out
-
     def _watch(self, out: list[Any], index: int, obj: Any, skip: frozenset[str]) -> None:
         cls = type(obj)
-        # The class and everything defined on it: a method patched on the class replaces a value here
-        # (compared by identity first, so an untouched class compares equal at once).
+        # The class and everything defined on it, and the globals of the modules defining it: a method
+        # patched on the class or a module function replaced shows here (compared by identity first,
+        # so an untouched class compares equal at once).
         out.append((cls, tuple(tuple(vars(klass).values()) for klass in cls.__mro__ if klass not in _SEALED)))
+        out.append(tuple(tuple(vars(module).values()) for module in _modules_of(cls)))
+        if isinstance(obj, gym.Wrapper):
+            out.append(("wraps", id(obj.env)))  # a wrapper spliced into the chain
         callables = self._class_callables[index]
+        human = getattr(obj, "render_mode", None) == "human"  # then step() itself renders
         names, values = [], []
         for name, value in vars(obj).items():
-            # Spaces hold their own generators, which sampling an action (between steps) advances.
-            if name in skip or isinstance(value, gym.spaces.Space):
+            if name in skip:
                 continue
             if name in callables:
                 out.append(("replaced method", name, id(value)))
+            elif isinstance(value, gym.spaces.Space):
+                # Sampling an action advances a space's generator between steps; the space itself is watched.
+                out.append((name, type(value), id(value)))
+            elif name in _RENDERING:
+                # Made lazily by render() between steps; only a human-mode step calls into them.
+                if human:
+                    out.append((name, type(value), id(value)))
             elif (index, name) in self._unpicklable:
-                out.append((name, id(value)))  # sandboxes, windows, closures: their identity is what we can watch
+                out.append((name, type(value), id(value)))  # sandboxes, closures: their identity is what we can watch
             else:
                 names.append(name)
                 values.append(value)
+        # The real types too: an object can pickle like another one.
+        out.append((tuple(names), tuple(map(type, values))))
         try:
-            out.append((tuple(names), pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)))
+            out.append(_pickled(values))
         except Exception:
             for name, value in zip(names, values):
                 try:
-                    out.append((name, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)))
+                    out.append((name, _pickled(value)))
                 except Exception:
                     self._unpicklable.add((index, name))
                     out.append((name, id(value)))
@@ -267,13 +275,31 @@ class Adapter:
             setattr(self.raw, name, copy.deepcopy(value))
 
 
-# Attributes no verifier reads: the wrapper links, what rendering creates or updates, and
-# the env checker's copy of the last (obs, info), which transforms are handed.
-_UNTRACKED = frozenset({"env", "screen", "clock", "window", "isopen", "surf", "viewer", "render_mode", "_previous_data"})
+# Attributes no verifier reads: the wrapper link (watched by identity instead), and the env
+# checker's copy of the last (obs, info), which transforms are handed.
+_UNTRACKED = frozenset({"env", "_previous_data"})
 _ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_class_callables", "_unpicklable"})
-_RANDOM = frozenset({"_np_random", "_np_random_seed", "np_random"})
-# Classes whose attributes Python itself refuses to change.
+# What rendering creates or updates outside step(), watched only where step() renders.
+_RENDERING = frozenset({"screen", "clock", "window", "isopen", "surf", "viewer"})
+# Classes whose attributes Python itself refuses to change, and modules that are not the env's.
 _SEALED = frozenset({object})
+_FOREIGN_MODULES = frozenset({"builtins", "typing", "abc", "gymnasium.core", "gymnasium.utils.record_constructor"})
+
+
+def _pickled(value: Any) -> bytes:
+    """Pickle bytes from a pickler of our own: copyreg registrations elsewhere do not change them."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {}
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+@functools.lru_cache(maxsize=256)
+def _modules_of(cls: type) -> tuple[Any, ...]:
+    """The modules defining ``cls`` and its bases (where the functions its methods call live)."""
+    names = {klass.__module__ for klass in cls.__mro__} - _FOREIGN_MODULES
+    return tuple(sys.modules[name] for name in sorted(names) if name in sys.modules)
 
 
 def _layers(env: gym.Env) -> tuple[gym.Env, ...]:

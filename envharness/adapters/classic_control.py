@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -41,7 +43,8 @@ class ClassicControlAdapter(Adapter):
     capabilities = frozenset({"physics", "initial_state"})
     env_class = ""
     # physics name -> the env attributes it sets
-    physics: dict[str, tuple[str, ...]] = {}
+    # Read-only: what a physics name may write is the adapter's, not a transform's, to change.
+    physics: Mapping[str, tuple[str, ...]] = MappingProxyType({})
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
@@ -106,13 +109,13 @@ class CartPoleAdapter(ClassicControlAdapter):
     """
 
     env_class = "CartPoleEnv"
-    physics = {
+    physics = MappingProxyType({
         "gravity": ("gravity",),
         "pole_length": ("length",),
         "pole_mass": ("masspole",),
         "cart_mass": ("masscart",),
         "force": ("force_mag",),
-    }
+    })
 
     def set_physics(self, values: dict[str, float]) -> None:
         super().set_physics(values)
@@ -158,7 +161,7 @@ class MountainCarAdapter(ClassicControlAdapter):
     """
 
     env_class = "MountainCarEnv"
-    physics = {"gravity": ("gravity",), "force": ("force",)}
+    physics = MappingProxyType({"gravity": ("gravity",), "force": ("force",)})
     verifier_kwargs = ("goal_velocity",)
 
     def __init__(self, env: Any) -> None:
@@ -200,10 +203,10 @@ class AcrobotAdapter(ClassicControlAdapter):
     """
 
     env_class = "AcrobotEnv"
-    physics = {
+    physics = MappingProxyType({
         "link_length": ("LINK_LENGTH_1", "LINK_LENGTH_2"),
         "link_mass": ("LINK_MASS_1", "LINK_MASS_2"),
-    }
+    })
 
     def observe(self) -> Any:
         return self.raw._get_ob()

@@ -34,7 +34,7 @@ class CodeRepairAdapter(Adapter):
         super().__init__(env)
         from envharness.envs.code_tasks import TASKS
 
-        self._pristine = tuple((task.name, task.path, task.hidden_tests) for task in TASKS)
+        self._pristine = tuple((task.name, task.path, task.hidden_tests, task.source) for task in TASKS)
         self._task = ""
 
     @classmethod
@@ -57,12 +57,13 @@ class CodeRepairAdapter(Adapter):
 
     def _reference(self) -> tuple[str, str]:
         """The module path and the pristine hidden tests of the current task."""
-        return next((path, hidden) for name, path, hidden in self._pristine if name == self._task)
+        return next((path, hidden) for name, path, hidden, _ in self._pristine if name == self._task)
 
     def _edited(self) -> bool:
         """Whether setup (a state transform) changed the module from the task's own source."""
-        raw = self.raw
-        return raw.files.get(raw.task.path) != raw.task.source
+        # Against the task registry's own source, copied when the adapter was made, not the env's.
+        path, source = next((path, source) for name, path, _, source in self._pristine if name == self._task)
+        return self.raw.files.get(path) != source
 
     def level_id(self) -> str | None:
         if self._edited():  # a module edited during setup is another level of the same task

@@ -10,7 +10,8 @@ import pytest
 from hostile import START_ON_GOAL, VICTIM, PlaceOnGoal, make
 
 import envharness
-from envharness import EpisodeEndedError, TransformError
+from conftest import unaudited
+from envharness import EpisodeEndedError, TransformError, VerifierTamperError
 from envharness.transforms import (
     Chain,
     MoveAgent,
@@ -24,9 +25,15 @@ SOLVED_AT_RESET = ["minigrid_agent_to_goal", "acrobot_swing", *START_ON_GOAL]
 
 
 @pytest.mark.parametrize("edit", SOLVED_AT_RESET)
-def test_a_state_transform_that_starts_on_the_goal_is_rejected(edit):
+def test_a_state_transform_that_starts_on_the_goal_is_rejected(edit, monkeypatch):
     env_id, kwargs, _ = make(edit)
+    # It edits the env around its StateHandle, which the audit reports ...
     env = envharness.wrap(env_id, PlaceOnGoal(edit=edit), **kwargs)
+    VICTIM["env"] = env
+    with pytest.raises(VerifierTamperError, match="PlaceOnGoal.apply changed the base env outside its StateHandle"):
+        env.reset(seed=0)
+    # ... and trusted like the catalog, the level it makes is still refused as solved.
+    env = unaudited(envharness.harness.make_base(env_id, **kwargs), [PlaceOnGoal(edit=edit)], monkeypatch)
     VICTIM["env"] = env
     with pytest.raises(TransformError, match="PlaceOnGoal: the level is solved before the agent acts"):
         env.reset(seed=0)

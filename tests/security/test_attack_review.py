@@ -6,6 +6,9 @@ Each forged a success, ran code from a spec, or broke the audit before it was fi
 from __future__ import annotations
 
 import copy
+import copyreg
+import dataclasses
+import pickle
 import sys
 from collections import deque
 from typing import Any, ClassVar
@@ -265,7 +268,7 @@ def test_wrap_time_methods_of_a_custom_transform_are_audited(attacker):
 def test_a_custom_state_transform_may_not_touch_what_is_not_state():
     VICTIM["base"] = envharness.harness.make_base("CartPole-v1")
     env = envharness.Harness(VICTIM["base"], [InApply()])
-    with pytest.raises(VerifierTamperError, match="InApply.apply changed the base env beyond its state"):
+    with pytest.raises(VerifierTamperError, match="InApply.apply changed the base env outside its StateHandle"):
         env.reset(seed=0)
 
 
@@ -554,3 +557,146 @@ def test_a_rollout_records_a_tampered_episode_as_failed_with_its_error(tmp_path)
     for episode in episodes:
         assert not episode.success and episode.reason == "error"
         assert episode.error.startswith("VerifierTamperError: PatchLakeStep.on_action")
+
+
+# -- a third review: objects that run inside the base step, and checkpoints that could be fooled ---------------------
+class Plant(RuleTransform):
+    """Runs ``PLANTS[0]`` (which plants something in the env) in its first on_action."""
+
+    def on_reset(self, memo, obs, rng):
+        memo["done"] = False
+
+    def on_action(self, action, memo, rng):
+        if not memo["done"]:
+            memo["done"] = True
+            PLANTS[0]()
+        return action
+
+
+PLANTS: list = []
+
+
+def _plant_twin_grid():
+    from minigrid.core.grid import Grid
+
+    class TwinGrid(Grid):  # pickles exactly like the Grid it replaces, hides the walls
+        @property
+        def __class__(self):  # pickle reads __class__, not type()
+            return Grid
+
+        def __reduce_ex__(self, protocol):
+            return (copyreg.__newobj__, (Grid,), self.__dict__, None, None)
+
+        def get(self, i, j):
+            cell = Grid.get(self, i, j)
+            return None if cell is not None and cell.type == "wall" and 0 < i < self.width - 1 else cell
+
+    raw = VICTIM["env"].unwrapped
+    twin = TwinGrid.__new__(TwinGrid)
+    twin.__dict__ = raw.grid.__dict__
+    assert pickle.dumps(twin) == pickle.dumps(raw.grid)
+    raw.grid = twin
+
+
+def _plant_copyreg():
+    copyreg.pickle(np.ndarray, lambda array: (np.zeros, ((),)))
+    VICTIM["env"].unwrapped.state = np.zeros(4)
+
+
+def _plant_window():
+    class Window:  # what step() calls when it renders for a human: it moves the agent
+        def blit(self, *args):
+            VICTIM["env"].unwrapped.agent_pos = (6, 6)
+
+    raw = VICTIM["env"].unwrapped
+    raw.render_mode, raw.window = "human", Window()
+
+
+def _plant_space():
+    class Sneaky(gym.spaces.Discrete):  # the env's own step asserts `action_space.contains(action)`
+        def contains(self, x):
+            VICTIM["env"].unwrapped.state = np.array([0.55, 0.01])
+            return True
+
+    VICTIM["env"].unwrapped.action_space = Sneaky(3)
+
+
+def _plant_wrapper():
+    class Teleport(gym.Wrapper):
+        def step(self, action):
+            self.env.unwrapped.s = 14
+            return self.env.step(2)
+
+    VICTIM["env"].env = Teleport(VICTIM["env"].env)
+
+
+def _plant_module_function():
+    from gymnasium.envs.toy_text import frozen_lake
+
+    PLANTS.append(frozen_lake.categorical_sample)
+    frozen_lake.categorical_sample = lambda probs, rng: len(probs) // 2  # the lake never slips
+
+
+PLANTED = {
+    "pickle twin": ("MiniGrid-Empty-8x8-v0", {}, _plant_twin_grid),
+    "copyreg": ("CartPole-v1", {}, _plant_copyreg),
+    "render window": ("MiniGrid-Empty-8x8-v0", {}, _plant_window),
+    "action space": ("MountainCar-v0", {}, _plant_space),
+    "spliced wrapper": ("FrozenLake-v1", LAKE, _plant_wrapper),
+    "module function": ("FrozenLake8x8-v1", {"is_slippery": True}, _plant_module_function),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTED))
+def test_something_planted_to_run_inside_the_base_step_is_caught_before_it_runs(plant):
+    from gymnasium.envs.toy_text import frozen_lake
+
+    env_id, kwargs, planting = PLANTED[plant]
+    env = envharness.wrap(env_id, Plant(), **kwargs)
+    VICTIM["env"] = env
+    PLANTS[:] = [planting]
+    saved = (copyreg.dispatch_table.copy(), frozen_lake.categorical_sample)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(VerifierTamperError, match="Plant.on_action"):
+            env.step(0)
+    finally:
+        copyreg.dispatch_table.clear()
+        copyreg.dispatch_table.update(saved[0])
+        frozen_lake.categorical_sample = saved[1]
+
+
+class WriteState(StateTransform):
+    """Writes state attributes directly, around its handle."""
+
+    def apply(self, adapter, obs, rng):
+        adapter.move_agent(rng, 1, 3)  # a real edit, through the handle
+        for by_action in VICTIM["env"].unwrapped.P.values():  # then one around it: every move right wins
+            by_action[2] = [(1.0, 63, 1.0, True)]
+        return obs
+
+
+@pytest.mark.parametrize("env_id, kwargs", [("FrozenLake8x8-v1", {"is_slippery": False}), ("envharness/CodeRepair-v0", {"task": "add"})])
+def test_a_state_transform_writing_state_around_its_handle_is_caught(env_id, kwargs):
+    import envharness.envs  # noqa: F401
+
+    attacker = WriteStateFiles() if env_id.startswith("envharness/") else WriteState()
+    env = envharness.wrap(env_id, attacker, **kwargs)
+    VICTIM["env"] = env
+    with pytest.raises(VerifierTamperError, match="apply changed the base env outside its StateHandle"):
+        env.reset(seed=0)
+
+
+class WriteStateFiles(StateTransform):
+    def apply(self, adapter, obs, rng):
+        raw = VICTIM["env"].unwrapped
+        fixed = raw.task.source.replace("return a - b", "return a + b")
+        raw.files[raw.task.path], raw.task = fixed, dataclasses.replace(raw.task, source=fixed)
+        return adapter.observe()
+
+
+def test_what_a_physics_name_writes_cannot_be_edited():
+    from envharness.adapters import CartPoleAdapter
+
+    with pytest.raises(TypeError):
+        CartPoleAdapter.physics["force"] = ("theta_threshold_radians",)
