@@ -72,6 +72,8 @@ def parse_value(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+    except (ValueError, RecursionError):  # e.g. an integer of more digits than Python converts
+        raise UserError(f"value {text[:40]!r}...: too long or too deep to read; give a shorter value") from None
 
 
 def parse_assignments(items: list[str], what: str) -> dict[str, Any]:
@@ -165,14 +167,18 @@ def _read_spec(path: Path) -> Any:
 
     if not path.is_file():
         raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
-    return HarnessSpec.from_json(path.read_text())
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UserError(f"SPEC: {path} cannot be read as UTF-8 text ({type(error).__name__}); give a JSON spec file") from None
+    return HarnessSpec.from_json(text)
 
 
 @app.command()
 def check(
     spec_path: Path = typer.Argument(..., metavar="SPEC.json", help="A spec written by `envharness wrap`."),
     episodes: int = typer.Option(5, min=1, help="Random-policy episodes to roll out."),
-    seed: int = typer.Option(0, help="Seed of the first episode (episode i uses seed + i)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the first episode (episode i uses seed + i)."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Build a spec, run Gymnasium's env checker and a short random rollout, print verdict stats.
@@ -185,7 +191,10 @@ def check(
     env = spec.build(allow_imports=allow_import or ())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        check_env(env, skip_render_check=True)
+        try:
+            check_env(env, skip_render_check=True)
+        except AssertionError as error:
+            raise UserError(f"check_env: {spec_path} is not a valid Gymnasium env ({str(error).splitlines()[0] if str(error) else 'assertion failed'})") from None
     env.action_space.seed(seed)
     lengths, successes, reasons = [], 0, Counter()
     for i in range(episodes):
@@ -214,8 +223,13 @@ def check(
 
 def write_atomically(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise UserError(f"-o: {path} is a directory; give a file path such as {path / 'spec.json'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as error:
+        raise UserError(f"-o: cannot write {path} ({error.strerror or type(error).__name__}); pick a writable path") from None
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)

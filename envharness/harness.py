@@ -519,6 +519,9 @@ _SPEC_ENTRY_KWARGS = frozenset({"spec", "allow_imports"})
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
     check_env_id(env_id)
+    limit = make_kwargs.get("max_episode_steps")
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise SpecError(f"env_kwargs.max_episode_steps: got {limit!r}; give a positive whole number of steps")
     if env_id not in gym.registry:
         for prefix, module in _LAZY_NAMESPACES.items():
             if env_id.startswith(prefix):

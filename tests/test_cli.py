@@ -100,3 +100,20 @@ def test_console_script_exits_2_without_traceback():
     done = subprocess.run([exe, "wrap", "CartPole-v1", "MoveGoal"], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "MoveGoal" in done.stderr
+
+
+@pytest.mark.parametrize("case", ["not utf-8", "huge number", "output is a directory", "bool step limit", "negative seed"])
+def test_odd_input_gets_one_line_and_exit_code_2(case, tmp_path, capsys):
+    spec = tmp_path / "spec.json"
+    spec.write_bytes(b'{"env_id": "CartPole-v1"}')
+    args = {
+        "not utf-8": ["check", str(tmp_path / "latin.json")],
+        "huge number": ["wrap", "CartPole-v1", "StepBudget:max_steps=" + "9" * 5000],
+        "output is a directory": ["wrap", "CartPole-v1", "-o", str(tmp_path)],
+        "bool step limit": ["wrap", "CartPole-v1", "-k", "max_episode_steps=true"],
+        "negative seed": ["check", str(spec), "--seed", "-5"],
+    }[case]
+    (tmp_path / "latin.json").write_bytes('{"env_id": "Caf\u00e9"}'.encode("latin-1"))
+    assert cli(*args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("envharness: error:")
