@@ -80,6 +80,7 @@ class Adapter:
         self.raw = env.unwrapped
         self._features: dict[str, float] = {}
         self._layers = _layers(env)
+        self._clocks = [layer for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
         made, registered = _time_limits(env)
         if made is None and registered is None:
             registered = self.fallback_limit
@@ -124,9 +125,8 @@ class Adapter:
 
     def restart_clock(self) -> None:
         """Start the agent's time at zero after state transforms (a replayed prefix is setup, not play)."""
-        for layer in self._layers:
-            if isinstance(layer, gym.wrappers.TimeLimit):
-                layer._elapsed_steps = 0
+        for layer in self._clocks:
+            layer._elapsed_steps = 0
 
     def solved(self) -> str | None:
         """Why the verifier would already call the current state a success (None if it would not)."""
@@ -146,7 +146,7 @@ class Adapter:
 
     def enforced_limit(self) -> int | None:
         """The step limit the base env enforces by itself (its ``TimeLimit``), if any."""
-        limits = [layer._max_episode_steps for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
+        limits = [layer._max_episode_steps for layer in self._clocks]
         return min(limits) if limits else None
 
     def pristine(self) -> Any:
@@ -278,7 +278,7 @@ class Adapter:
 # Attributes no verifier reads: the wrapper link (watched by identity instead), and the env
 # checker's copy of the last (obs, info), which transforms are handed.
 _UNTRACKED = frozenset({"env", "_previous_data"})
-_ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_class_callables", "_unpicklable"})
+_ADAPTER_UNTRACKED = frozenset({"env", "raw", "_layers", "_clocks", "_class_callables", "_unpicklable"})
 # What rendering creates or updates outside step(), watched only where step() renders.
 _RENDERING = frozenset({"screen", "clock", "window", "isopen", "surf", "viewer"})
 # Classes whose attributes Python itself refuses to change, and modules that are not the env's.

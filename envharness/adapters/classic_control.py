@@ -50,6 +50,8 @@ class ClassicControlAdapter(Adapter):
         super().__init__(env)
         self.physics_names = frozenset(self.physics)
         self._level: str | None = None
+        self._values: tuple[float, ...] = ()
+        self._physics: dict[str, float] = {}
         self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
 
     @classmethod
@@ -77,9 +79,13 @@ class ClassicControlAdapter(Adapter):
         return {name: float(getattr(self.raw, attrs[0])) for name, attrs in self.physics.items()}
 
     def begin_episode(self) -> None:
-        self._features = self.physics_values()
         # A classic-control level is its physics; seeds vary only the initial state.
-        self._level = _physics_digest(tuple(sorted(self._features.items())))
+        values = tuple(float(getattr(self.raw, attrs[0])) for attrs in self.physics.values())
+        if values != self._values:  # physics rarely changes between episodes: digest it once
+            self._values = values
+            self._physics = dict(zip(self.physics, values))
+            self._level = _physics_digest(tuple(sorted(self._physics.items())))
+        self._features = dict(self._physics)
 
     def level_id(self) -> str | None:
         return self._level
