@@ -248,14 +248,18 @@ def run_command(
     eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes of the original env each round."),
     candidates: int = typer.Option(6, "--candidates", min=1, help="Candidates validated per round."),
     seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
+    seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."),
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
 ) -> None:
     """Collect, diagnose, propose, validate, admit, train on a curriculum and evaluate held-out, for R rounds.
 
-    Example: envrigger run MiniGrid-Empty-8x8-v0 --rounds 3 --budget-steps 30000 -o runs/empty
+    With --seeds N the loop runs once per master seed (in RUN_DIR/seed-S) and the result
+    is the mean held-out success per arm with a 95% interval across seeds.
+
+    Example: envrigger run MiniGrid-Empty-8x8-v0 --rounds 3 --budget-steps 30000 --seeds 5 -o runs/empty
     """
-    from envrigger.loop import LoopConfig, run_loop
+    from envrigger.loop import LoopConfig, run_loop, run_seeds
 
     if (output is None) == (resume is None):
         raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
@@ -270,6 +274,11 @@ def run_command(
         if learner not in ("qlearning",):
             raise UserError(f"--learner: got {learner!r}; use qlearning")
     target = output or resume
+    if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
+        result = run_seeds(target, config, seeds, log=lambda m: console.print(f"[dim]{m}[/dim]"), on_round=lambda s: console.print(
+            f"round {s['round']} done: curriculum {s['heldout_curriculum']['success']:.2f} vs baseline {s['heldout_baseline']['success']:.2f} held-out"))
+        _show_across_seeds(target, result)
+        return
     table = Table(title=f"envrigger run {target}: held-out success on the original env (95% CI)")
     for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner",
                    "env steps (curriculum / baseline)", "time"):
@@ -304,6 +313,21 @@ def run_command(
         f"env steps over all rounds: curriculum {cur['total']:,} (train {cur['train']:,} + collect {cur['collect']:,} + "
         f"validate {cur['validate']:,}) vs baseline {base_arm['total']:,} (train only)"
     )
+
+
+def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
+    seeds = result["seeds"]
+    table = Table(title=f"envrigger run {target}: final held-out success on the original env over {len(seeds)} master seeds "
+                        f"({seeds[0]}..{seeds[-1]}), 95% t interval across seeds")
+    for column in ("arm", "mean held-out success", "95% interval", "env steps per seed (mean)"):
+        table.add_column(column)
+    for arm, label in (("curriculum", "curriculum learner"), ("baseline", "baseline (original env only)")):
+        r = result[arm]
+        table.add_row(label, f"{r['mean']:.3f}", f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]", f"{result['env_steps'][arm]:,.0f}")
+    d = result["difference"]
+    table.add_row("curriculum - baseline (paired by seed)", f"{d['mean']:+.3f}", f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]", "")
+    console.print(table)
+    console.print(f"per-seed runs in {target}/seed-*; the numbers above are in {target / 'result.json'}")
 
 
 def _steps(summary: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """The EnvRigger loop: collect, diagnose, propose, validate, admit, train, evaluate held-out.
 
 Contains :class:`LoopConfig`, :class:`Curriculum` (learnability-weighted sampling with
-PLR-style staleness), :func:`train_on`, :func:`evaluate` and :func:`run_loop`.
+PLR-style staleness), :func:`train_on`, :func:`evaluate`, :func:`run_loop`, and for claims
+across training seeds :func:`run_seeds` and :func:`across_seeds`.
 
 Every round ends with an atomic checkpoint of both learners and a committed round record
 in the library database, so a run killed at any point (even ``kill -9``) resumes at the
@@ -239,3 +240,74 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
             on_round(summary)
     library.close()
     return summaries
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086,
+         21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+
+
+def _interval(values: np.ndarray) -> dict[str, Any]:
+    mean = float(np.mean(values))
+    if len(values) < 2:
+        return {"mean": mean, "ci": [mean, mean], "n": len(values)}
+    half = _T975.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / float(np.sqrt(len(values)))
+    return {"mean": mean, "ci": [mean - half, mean + half], "n": len(values)}
+
+
+def across_seeds(runs: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Final-round held-out success per arm across training seeds: mean, 95% t interval, the paired difference.
+
+    ``runs`` maps each master seed to its round summaries. The interval is across seeds
+    (each seed trains both learners from scratch), never across episodes of one run; the
+    difference is paired by seed. Env steps are each arm's total over all rounds.
+
+    Example:
+        >>> def run(cur, base):
+        ...     return [{"heldout_curriculum": {"success": cur}, "heldout_baseline": {"success": base},
+        ...              "interaction": {"curriculum": {"total": 120}, "baseline": {"total": 100}}}]
+        >>> result = across_seeds({0: run(0.9, 0.5), 1: run(0.7, 0.5), 2: run(0.8, 0.6)})
+        >>> round(result["difference"]["mean"], 2), [round(x, 2) for x in result["difference"]["ci"]]
+        (0.27, [-0.02, 0.55])
+        >>> result["env_steps"]
+        {'curriculum': 120.0, 'baseline': 100.0}
+    """
+    seeds = sorted(runs)
+    finals = [runs[seed][-1] for seed in seeds]
+    curriculum = np.array([f["heldout_curriculum"]["success"] for f in finals])
+    baseline = np.array([f["heldout_baseline"]["success"] for f in finals])
+    steps = {arm: float(np.mean([sum(r.get("interaction", {}).get(arm, {}).get("total", 0) for r in runs[seed]) for seed in seeds]))
+             for arm in ("curriculum", "baseline")}
+    return {"seeds": seeds, "curriculum": _interval(curriculum), "baseline": _interval(baseline),
+            "difference": _interval(curriculum - baseline), "env_steps": steps}
+
+
+def run_seeds(out: str | Path, config: LoopConfig | None, seeds: int = 1, on_round: Callable[[dict], None] | None = None,
+              log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
+
+    Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains its own pair of
+    learners from scratch, so their spread is what an interval across training seeds needs.
+    """
+    out = Path(out)
+    plan = out / "seeds.json"
+    if config is None:
+        if not plan.is_file():
+            raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
+        saved = json.loads(plan.read_text())
+        config, seeds = LoopConfig.model_validate(saved["config"]), int(saved["seeds"])
+    elif plan.is_file():
+        raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
+    runs = {}
+    for seed in range(config.seed, config.seed + seeds):
+        where = out / f"seed-{seed}"
+        log(f"master seed {seed}: {where}")
+        started = (where / "loop.json").is_file()
+        runs[seed] = run_loop(where, None if started else config.model_copy(update={"seed": seed}), on_round=on_round, log=log)
+    result = across_seeds(runs)
+    _save_json(out / "result.json", result)
+    return result

@@ -275,3 +275,22 @@ def test_solvability_is_relative_to_the_original_so_slippery_maps_can_admit(tmp_
     assert validator.solvability(0.6 * base, seeds).passed
     assert not validator.solvability(0.4 * base, seeds).passed
     assert not validator.solvability(0.0, seeds).passed
+
+
+def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_path):
+    from envrigger.loop import run_seeds
+
+    config = LoopConfig(**{**SMALL, "rounds": 1, "candidates_per_round": 1, "collect_episodes": 20, "eval_episodes": 20})
+    result = run_seeds(tmp_path / "multi", config, seeds=3)
+    dirs = [tmp_path / "multi" / f"seed-{seed}" for seed in (0, 1, 2)]
+    assert result["seeds"] == [0, 1, 2]
+    assert [json.loads((d / "loop.json").read_text())["seed"] for d in dirs] == [0, 1, 2]
+    assert len({(d / "learner-round-1.json").read_text() for d in dirs}) == 3  # each seed trains from scratch
+    finals = [run_loop(d)[-1] for d in dirs]  # (resuming a finished run returns its rounds)
+    curriculum = [f["heldout_curriculum"]["success"] for f in finals]
+    baseline = [f["heldout_baseline"]["success"] for f in finals]
+    assert result["curriculum"]["mean"] == pytest.approx(np.mean(curriculum)) and result["curriculum"]["n"] == 3
+    assert result["difference"]["mean"] == pytest.approx(np.mean(curriculum) - np.mean(baseline))
+    low, high = result["curriculum"]["ci"]
+    assert low <= result["curriculum"]["mean"] <= high
+    assert run_seeds(tmp_path / "multi", None) == result  # a finished multi-seed run resumes to the same result
