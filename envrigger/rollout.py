@@ -413,30 +413,34 @@ def rollout(
         raise TrajectoryError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
     factory = policy_factory(policy, policy_seed)
     allowed = tuple(allow_imports)
-    spec.build(allow_imports=allowed).close()  # fail here, in the caller, on a bad spec
-    path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
-    store = TrajectoryStore.create(
-        path,
-        meta={"spec": spec.model_dump(mode="json"), "spec_hash": spec.hash(), "policy": str(policy) if isinstance(policy, (str, Path)) else type(policy).__name__},
-        exist_ok=True,
-    )
+    # Fail here, in the caller, on a bad spec or policy, before anything is written.
+    probe = spec.build(allow_imports=allowed)
+    try:
+        instance = factory(probe)
+        path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
+        store = TrajectoryStore.create(
+            path,
+            meta={"spec": spec.model_dump(mode="json"), "spec_hash": spec.hash(), "policy": str(policy) if isinstance(policy, (str, Path)) else type(policy).__name__},
+            exist_ok=True,
+        )
+    except BaseException:
+        probe.close()
+        raise
     first = store.next_episode_id()
     tasks = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
     writer = _OrderedWriter(store, first, flush_steps, on_episode)
     try:
         if backend == "serial":
-            env = spec.build(allow_imports=allowed)
-            instance = factory(env)
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
-                writer(*run_episode(env, instance, episode_id, seed, spec_hash, spec_json))
-            env.close()
+                writer(*run_episode(probe, instance, episode_id, seed, spec_hash, spec_json))
         elif backend == "process":
             _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
         else:
             _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
     finally:
+        probe.close()
         writer.flush()
         if bar is not None:
             bar.stop()

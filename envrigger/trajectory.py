@@ -268,6 +268,8 @@ class TrajectoryStore:
     def create(cls, path: str | Path, meta: dict[str, Any] | None = None, exist_ok: bool = False) -> TrajectoryStore:
         """Make a new run directory (or open an existing one with ``exist_ok``)."""
         path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise TrajectoryError(f"{path} is a file, not a run directory; choose a directory path")
         if (path / "run.json").is_file():
             if not exist_ok:
                 raise TrajectoryError(f"{path} already holds a run; choose a new directory or append to it")

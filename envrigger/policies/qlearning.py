@@ -152,9 +152,12 @@ class QLearner:
 
     @classmethod
     def load(cls, path: str, env: Any) -> QLearner:
-        with open(path) as handle:
-            data = json.load(handle)
-        if data.get("kind") != "qlearning" or data.get("n_actions") != int(env.action_space.n):
+        try:
+            with open(path) as handle:
+                data = json.load(handle)
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{path}: not a readable saved learner ({type(error).__name__}); train one and save it first") from None
+        if not isinstance(data, dict) or data.get("kind") != "qlearning" or data.get("n_actions") != int(env.action_space.n):
             raise ValueError(f"{path}: not a Q-learning table for this env's {env.action_space}; train one for it")
         learner = cls(env.action_space, env.observation_space, **data["params"])
         learner.epsilon = data["epsilon"]

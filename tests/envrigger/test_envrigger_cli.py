@@ -55,3 +55,15 @@ def test_bad_arguments_give_one_line_and_exit_code_2(args, fragment, tmp_path, m
     assert cli(*args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and fragment in err
+
+
+@pytest.mark.parametrize("case", ["policy file that is not a learner", "output that is a file"])
+def test_collect_refuses_bad_input_in_one_line_and_writes_nothing(case, tmp_path, capsys):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / ("run" if case.startswith("policy") else "afile")
+    policy = str(tmp_path / "list.json") if case.startswith("policy") else "random"
+    assert cli("collect", "FrozenLake-v1", "--policy", policy, "-n", "2", "--backend", "serial", "-o", str(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("envrigger: error:")
+    assert not (tmp_path / "run").exists() and (tmp_path / "afile").read_text() == "x"
