@@ -306,6 +306,12 @@ def run_command(
         f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] vs baseline {b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}] "
         f"(same training steps; mean length {c['mean_length']:.1f} vs {b['mean_length']:.1f}); library: {target / 'library.db'}"
     )
+    if "seen_in_training" in c:
+        console.print(
+            f"held-out levels: {c['levels']} distinct; held-out episodes on a level the learner trained on: curriculum "
+            f"{c['seen_in_training']:.0%}, baseline {b['seen_in_training']:.0%}"
+            + (" (so this is not a result on unseen levels)" if c["seen_in_training"] or b["seen_in_training"] else "")
+        )
     spent = {arm: {k: sum(s.get("interaction", {}).get(arm, {}).get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
              for arm in ("curriculum", "baseline")}
     cur, base_arm = spent["curriculum"], spent["baseline"]

@@ -109,8 +109,12 @@ def make_learner(config: LoopConfig, env: Any, seed: int) -> QLearner:
     return QLearner(env.action_space, env.observation_space, seed=seed, **config.learner_params)
 
 
-def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, seeds: Callable[[int], int], rng: np.random.Generator) -> dict[str, Any]:
-    """Train ``learner`` for ``budget_steps`` steps on a curriculum over ``specs`` (the first is the original)."""
+def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, seeds: Callable[[int], int], rng: np.random.Generator,
+             levels: set[str] | None = None) -> dict[str, Any]:
+    """Train ``learner`` for ``budget_steps`` steps on a curriculum over ``specs`` (the first is the original).
+
+    ``levels``, if given, collects the id of every level trained on.
+    """
     envs = [spec.build() for spec in specs]
     curriculum = Curriculum(len(specs), rng)
     learner.training = True
@@ -119,7 +123,7 @@ def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, see
     try:
         while steps < budget_steps:
             index = curriculum.sample() if len(specs) > 1 else 0
-            success, _, length = learn_episode(learner, envs[index], seeds(episodes))
+            success, _, length = learn_episode(learner, envs[index], seeds(episodes), levels)
             steps += length
             curriculum.update(index, success)
             picks[index] += 1
@@ -131,13 +135,30 @@ def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, see
     return {"steps": steps, "episodes": episodes, "picks": picks.tolist()}
 
 
-def evaluate(learner: QLearner, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig) -> dict[str, Any]:
-    """Held-out success of ``learner`` on the original env with its original verifier."""
+def evaluate(learner: QLearner, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig,
+             trained_on: set[str] | None = None) -> dict[str, Any]:
+    """Held-out success of ``learner`` on the original env with its original verifier.
+
+    With ``trained_on`` (the level ids the learner trained on) it also reports the share
+    of held-out episodes played on a level the learner had already seen.
+    """
     store = rollout(spec, learner, seeds=seeds, backend=config.backend, workers=config.workers, out=out)
-    table = store.episodes_table(["success", "length"])
+    table = store.episodes_table(["success", "length", "level_id"])
     wins = int(np.sum(table.column("success").to_numpy(zero_copy_only=False)))
     lo, hi = wilson(wins, len(seeds))
-    return {"success": wins / len(seeds), "ci": [lo, hi], "mean_length": float(np.mean(table.column("length").to_numpy()))}
+    out_dict = {"success": wins / len(seeds), "ci": [lo, hi], "mean_length": float(np.mean(table.column("length").to_numpy()))}
+    if trained_on is not None:
+        levels = table.column("level_id").to_pylist()
+        out_dict["levels"] = len(set(levels))
+        out_dict["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
+    return out_dict
+
+
+def _load_seen(out: Path) -> dict[str, set[str]]:
+    """The level ids each arm trained on in the rounds before (empty at the start)."""
+    rounds = sorted(out.glob("levels-round-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    saved = json.loads(rounds[-1].read_text()) if rounds else {}
+    return {arm: set(saved.get(arm, [])) for arm in ("curriculum", "baseline")}
 
 
 def _save_json(path: Path, data: Any) -> None:
@@ -206,12 +227,14 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         components = library.components()
         log(f"round {number}: admitted {len(admitted)}, library has {len(components)}; training")
         specs = [base, *(c.spec for c in components)]
+        seen = _load_seen(out)  # every level id each arm trained on, over all rounds so far
         trained = train_on(learner, specs, config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
-                           np.random.default_rng([config.seed, number, 1]))
+                           np.random.default_rng([config.seed, number, 1]), seen["curriculum"])
         baseline_trained = train_on(baseline, [base], config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
-                                    np.random.default_rng([config.seed, number, 2]))
-        heldout = evaluate(learner, base, eval_seeds, workdir / "eval-curriculum", config)
-        reference = evaluate(baseline, base, eval_seeds, workdir / "eval-baseline", config)
+                                    np.random.default_rng([config.seed, number, 2]), seen["baseline"])
+        heldout = evaluate(learner, base, eval_seeds, workdir / "eval-curriculum", config, seen["curriculum"])
+        reference = evaluate(baseline, base, eval_seeds, workdir / "eval-baseline", config, seen["baseline"])
+        _save_json(out / f"levels-round-{number}.json", {arm: sorted(ids) for arm, ids in seen.items()})
         summary = {
             "round": number,
             "collected_success": diagnosis.success_rate,

@@ -44,9 +44,14 @@ class Learner(Protocol):
     def save(self, path: str) -> None: ...
 
 
-def learn_episode(learner: Learner, env: Any, seed: int) -> tuple[bool, float, int]:
-    """Play one training episode, updating ``learner`` on every transition; (success, return, steps)."""
+def learn_episode(learner: Learner, env: Any, seed: int, levels: set[str] | None = None) -> tuple[bool, float, int]:
+    """Play one training episode, updating ``learner`` on every transition; (success, return, steps).
+
+    ``levels``, if given, collects the level id the episode was played on.
+    """
     obs, info = env.reset(seed=int(seed))
+    if levels is not None and info.get("level_id") is not None:
+        levels.add(info["level_id"])
     done, total, steps = False, 0.0, 0
     while not done:
         action = learner.act(obs, info)

@@ -191,6 +191,11 @@ def test_loop_admits_trains_and_evaluates_held_out(tmp_path):
     assert curriculum["total"] == curriculum["train"] + curriculum["collect"] + curriculum["validate"]
     assert set(spent["baseline"]) == {"train", "total"} and spent["baseline"]["total"] == spent["baseline"]["train"]
     assert abs(curriculum["train"] - spent["baseline"]["train"]) < 200  # equal training budgets (whole episodes)
+    # The fixed lake has one level: every held-out episode is on a level both learners trained on, and the run says so.
+    for arm in ("heldout_curriculum", "heldout_baseline"):
+        assert summaries[-1][arm]["levels"] == 1 and summaries[-1][arm]["seen_in_training"] == 1.0
+    seen = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
+    assert set(seen["baseline"]) <= set(seen["curriculum"]) and len(seen["baseline"]) == 1
 
 
 def test_a_run_killed_mid_round_resumes_without_losing_admitted_work(tmp_path):
