@@ -219,8 +219,8 @@ def diagnose_command(
         console.print(f"wrote {target} ({len(result.findings)} findings)")
 
 
-DEFAULT_RUN_ENV = "FrozenLake-v1"
-DEFAULT_RUN_KWARGS = {"map_name": "8x8", "is_slippery": False}
+DEFAULT_RUN_ENV = "MiniGrid-DoorKey-6x6-v0"
+DEFAULT_RUN_KWARGS: dict[str, Any] = {}
 
 
 def _spec_from(argument: str | None) -> Any:
@@ -238,27 +238,37 @@ def _spec_from(argument: str | None) -> Any:
 
 @app.command("run")
 def run_command(
-    env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help="Base env (default: FrozenLake 8x8, not slippery)."),
+    env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help=f"Base env (default: {DEFAULT_RUN_ENV})."),
     output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
     resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
-    learner: str = typer.Option("qlearning", "--learner", help="Learner to train: qlearning."),
-    budget_steps: int = typer.Option(20_000, "--budget-steps", min=100, help="Training steps per round, per learner."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of collect -> ... -> evaluate."),
+    learner: str = typer.Option("ppo", "--learner", help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
+                                "observation) or qlearning (tabular)."),
+    arms: str = typer.Option("original,rigger", "--arms", help="Comma-separated arms trained side by side at equal training steps: "
+                             "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum)."),
+    budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of collect -> ... -> train -> score on validation levels."),
     collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Episodes collected for diagnosis each round."),
-    eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes of the original env each round."),
+    eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
+    val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
     candidates: int = typer.Option(6, "--candidates", min=1, help="Candidates validated per round."),
+    allow_seen_levels: bool = typer.Option(False, "--allow-seen-levels", help="Run on an env with few levels: held-out seeds may "
+                                           "share levels with training (the result says how many)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
     seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."),
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
 ) -> None:
-    """Collect, diagnose, propose, validate, admit, train on a curriculum and evaluate held-out, for R rounds.
+    """Collect, diagnose, propose, validate, admit; train every arm; pick each arm's round on validation levels; evaluate held-out.
 
-    With --seeds N the loop runs once per master seed (in RUN_DIR/seed-S) and the result
-    is the mean held-out success per arm with a 95% interval across seeds.
+    Held-out and validation levels are disjoint from every level trained on (checked by
+    level id); an env with too few distinct levels is refused. With --seeds N the loop
+    runs once per master seed (in RUN_DIR/seed-S) and the result is the mean held-out
+    success per arm with a 95% interval across seeds and paired differences.
 
-    Example: envrigger run MiniGrid-Empty-8x8-v0 --rounds 3 --budget-steps 30000 --seeds 5 -o runs/empty
+    Example: envrigger run MiniGrid-DoorKey-8x8-v0 --learner ppo --arms original,dr,plr,rigger --seeds 5 -o runs/doorkey
     """
+    from pydantic import ValidationError
+
     from envrigger.loop import LoopConfig, run_loop, run_seeds
 
     if (output is None) == (resume is None):
@@ -269,76 +279,89 @@ def run_command(
             raise UserError(f"--backend: got {backend!r}; use one of serial, process, ray")
         spec = _spec_from(env)
         spec.build().close()
-        config = LoopConfig(spec=spec, learner=learner, rounds=rounds, budget_steps=budget_steps, collect_episodes=collect_episodes,
-                            eval_episodes=eval_episodes, candidates_per_round=candidates, seed=seed, workers=workers, backend=backend)
-        if learner not in ("qlearning",):
-            raise UserError(f"--learner: got {learner!r}; use qlearning")
+        try:
+            config = LoopConfig(spec=spec, learner=learner, arms=[a.strip() for a in arms.split(",") if a.strip()], rounds=rounds,
+                                budget_steps=budget_steps, collect_episodes=collect_episodes, eval_episodes=eval_episodes,
+                                val_episodes=val_episodes, candidates_per_round=candidates, allow_seen_levels=allow_seen_levels,
+                                seed=seed, workers=workers, backend=backend)
+        except ValidationError as error:
+            raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        if learner == "ppo":
+            from envrigger.learners import make_learner
+
+            probe = spec.build()
+            try:
+                make_learner("ppo", probe)  # a missing extra or an unusable observation space fails here, before the run
+            finally:
+                probe.close()
     target = output or resume
+    log = lambda m: console.print(f"[dim]{m}[/dim]")  # noqa: E731
     if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
-        result = run_seeds(target, config, seeds, log=lambda m: console.print(f"[dim]{m}[/dim]"), on_round=lambda s: console.print(
-            f"round {s['round']} done: curriculum {s['heldout_curriculum']['success']:.2f} vs baseline {s['heldout_baseline']['success']:.2f} held-out"))
+        result = run_seeds(target, config, seeds, log=log, on_round=_show_round)
         _show_across_seeds(target, result)
         return
-    table = Table(title=f"envrigger run {target}: held-out success on the original env (95% CI)")
-    for column in ("round", "findings (top)", "candidates", "admitted", "rejected at", "library", "curriculum learner", "baseline learner",
-                   "env steps (curriculum / baseline)", "time"):
+    result = run_loop(target, config, on_round=_show_round, log=log)
+    _show_final(target, result)
+
+
+def _show_round(summary: dict[str, Any]) -> None:
+    arms = summary["arms"]
+    scored = ", ".join(f"{arm} {v['validation']['success']:.2f}" for arm, v in arms.items())
+    line = f"round {summary['round']} done: validation-level success {scored}"
+    if "rigger" in arms:
+        rejected = ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-"
+        line += (f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates, "
+                 f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}")
+    console.print(line)
+
+
+def _fmt(value: float | None, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _show_final(target: Path, result: dict[str, Any]) -> None:
+    final = result["final"]
+    levels = final["levels"]
+    title = (f"envrigger run {target}: held-out success on the original env, {levels['heldout']} held-out levels "
+             + ("never trained on" if levels["disjoint"] else "(seen levels allowed)") + " (95% Wilson interval over episodes)")
+    table = Table(title=title)
+    for column in ("arm", "round (picked on validation)", "validation", "held-out success", "steps to success",
+                   "train steps", "env steps (all)"):
         table.add_column(column, overflow="fold")
-
-    def show(summary: dict[str, Any]) -> None:
-        c, b = summary["heldout_curriculum"], summary["heldout_baseline"]
-        table.add_row(
-            str(summary["round"]), ", ".join(summary["findings"][:3]) or "-", str(summary["candidates"]),
-            str(len(summary["admitted"])), ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-",
-            str(summary["library_size"]), f"{c['success']:.2f} [{c['ci'][0]:.2f}, {c['ci'][1]:.2f}]",
-            f"{b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}]", _steps(summary), f"{summary['wall_time']:.0f}s",
-        )
-        console.print(f"round {summary['round']} done: curriculum {c['success']:.2f} vs baseline {b['success']:.2f} held-out")
-
-    summaries = run_loop(target, config, on_round=show, log=lambda m: console.print(f"[dim]{m}[/dim]"))
-    if not table.rows:
-        for summary in summaries:
-            show(summary)
+    for arm, r in final["arms"].items():
+        h, spent = r["heldout"], r["interaction"]
+        table.add_row(arm, str(r["round"]), f"{r['validation']:.2f}", f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]",
+                      _fmt(h["steps_to_success"]), f"{spent['train']:,}", f"{spent['total']:,}")
     console.print(table)
-    last = summaries[-1]
-    c, b = last["heldout_curriculum"], last["heldout_baseline"]
-    console.print(
-        f"held-out result after {last['round']} rounds: curriculum learner {c['success']:.2f} "
-        f"[{c['ci'][0]:.2f}, {c['ci'][1]:.2f}] vs baseline {b['success']:.2f} [{b['ci'][0]:.2f}, {b['ci'][1]:.2f}] "
-        f"(same training steps; mean length {c['mean_length']:.1f} vs {b['mean_length']:.1f}); library: {target / 'library.db'}"
-    )
-    if "seen_in_training" in c:
-        console.print(
-            f"held-out levels: {c['levels']} distinct; held-out episodes on a level the learner trained on: curriculum "
-            f"{c['seen_in_training']:.0%}, baseline {b['seen_in_training']:.0%}"
-            + (" (so this is not a result on unseen levels)" if c["seen_in_training"] or b["seen_in_training"] else "")
-        )
-    spent = {arm: {k: sum(s.get("interaction", {}).get(arm, {}).get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
-             for arm in ("curriculum", "baseline")}
-    cur, base_arm = spent["curriculum"], spent["baseline"]
-    console.print(
-        f"env steps over all rounds: curriculum {cur['total']:,} (train {cur['train']:,} + collect {cur['collect']:,} + "
-        f"validate {cur['validate']:,}) vs baseline {base_arm['total']:,} (train only)"
-    )
+    rigger = final["arms"].get("rigger")
+    if rigger is not None:
+        spent = rigger["interaction"]
+        console.print(f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}; "
+                      f"every arm also spent {spent['select']:,} steps on validation levels to pick its round")
+    if not levels["disjoint"]:
+        seen = {arm: r["heldout"].get("seen_in_training", 0) for arm, r in final["arms"].items()}
+        console.print("held-out episodes on a level the arm trained on: " + ", ".join(f"{a} {v:.0%}" for a, v in seen.items())
+                      + " (--allow-seen-levels: this is not a result on unseen levels)")
+    console.print(f"one run of one master seed: for a claim, use --seeds 5 (intervals across training seeds); library: {target / 'library.db'}")
 
 
 def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
     seeds = result["seeds"]
-    table = Table(title=f"envrigger run {target}: final held-out success on the original env over {len(seeds)} master seeds "
-                        f"({seeds[0]}..{seeds[-1]}), 95% t interval across seeds")
-    for column in ("arm", "mean held-out success", "95% interval", "env steps per seed (mean)"):
+    table = Table(title=f"envrigger run {target}: held-out success on the original env over {len(seeds)} master seeds "
+                        f"({seeds[0]}..{seeds[-1]}), mean and 95% t interval across seeds")
+    for column in ("arm", "mean held-out success", "95% interval", "steps to success", "train steps", "env steps (all)"):
         table.add_column(column)
-    for arm, label in (("curriculum", "curriculum learner"), ("baseline", "baseline (original env only)")):
-        r = result[arm]
-        table.add_row(label, f"{r['mean']:.3f}", f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]", f"{result['env_steps'][arm]:,.0f}")
-    d = result["difference"]
-    table.add_row("curriculum - baseline (paired by seed)", f"{d['mean']:+.3f}", f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]", "")
+    for arm, r in result["arms"].items():
+        s = r["success"]
+        table.add_row(arm, f"{s['mean']:.3f}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]", _fmt(r["steps_to_success"]),
+                      f"{r['env_steps']['train']:,.0f}", f"{r['env_steps']['total']:,.0f}")
+    focus = result["focus"]
+    for arm, d in result["difference"].items():
+        change = d.get("steps_to_success_change")
+        table.add_row(f"{focus} - {arm} (paired by seed)", f"{d['mean']:+.3f}", f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]",
+                      "-" if change is None else f"{change:+.1%}", "", "")
     console.print(table)
     console.print(f"per-seed runs in {target}/seed-*; the numbers above are in {target / 'result.json'}")
-
-
-def _steps(summary: dict[str, Any]) -> str:
-    spent = summary.get("interaction")  # rounds recorded before interaction was counted have none
-    return f"{spent['curriculum']['total']:,} / {spent['baseline']['total']:,}" if spent else "-"
 
 
 library_app = typer.Typer(help="Inspect and edit an admitted-environment library.", no_args_is_help=True, rich_markup_mode=None)

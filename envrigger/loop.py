@@ -1,16 +1,28 @@
-"""The EnvRigger loop: collect, diagnose, propose, validate, admit, train, evaluate held-out.
+"""The EnvRigger loop: collect, diagnose, propose, validate, admit, train every arm, pick, evaluate held-out.
 
-Contains :class:`LoopConfig`, :class:`Curriculum` (learnability-weighted sampling with
-PLR-style staleness), :func:`train_on`, :func:`evaluate`, :func:`run_loop`, and for claims
-across training seeds :func:`run_seeds` and :func:`across_seeds`.
+Contains :class:`LoopConfig`, :class:`LevelSplit` (level-disjoint validation and held-out
+sets), :func:`evaluate`, :func:`run_loop`, and for claims across training seeds
+:func:`run_seeds` and :func:`across_seeds`.
 
-Every round ends with an atomic checkpoint of both learners and a committed round record
+Arms (``LoopConfig.arms``), each a learner trained from the same initial weights for the
+same number of steps per round:
+
+- ``original``: the original env only, fresh levels;
+- ``dr``: domain randomization, uniformly over the original and random catalog reshapings
+  with random parameters (no diagnosis);
+- ``plr``: prioritized level replay over the original env's levels (learnability-ranked);
+- ``rigger``: the EnvRigger curriculum over the original and the admitted components.
+
+Levels are disjoint by ``level_id``: held-out levels (seeds ``1_000_000 + i``) and
+validation levels (``1_500_000 + i``, skipping held-out levels) are reserved, and every seed
+used to train, collect or validate candidates whose base level is reserved is skipped. An
+env with too few distinct levels for that is refused. Every round each arm is scored on
+the validation levels; at the end each arm's best round (by validation success) is
+evaluated once on the held-out levels, and the levels used are checked for overlap.
+
+Every round ends with an atomic checkpoint of every learner and a committed round record
 in the library database, so a run killed at any point (even ``kill -9``) resumes at the
 first unfinished round without losing admitted components or completed rounds.
-
-Seeds never overlap: held-out evaluation uses ``1_000_000 + i`` (every round, both
-learners); round *r* collects on ``2_000_000 + 10_000 r + i``, validates on
-``3_000_000 + 10_000 r + i`` and trains on ``4_000_000 + 1_000_000 r + i``.
 """
 
 from __future__ import annotations
@@ -23,34 +35,39 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
 from envrigger.diagnose.model import wilson
+from envrigger.learners import LEARNERS, load_learner, make_learner
 from envrigger.library import Library
-from envrigger.policies.learner import learn_episode
-from envrigger.policies.qlearning import QLearner
+from envrigger.mixture import PLR, Curriculum, Fixed, MixtureEnv, Seeds, Uniform, first_free, random_specs
 from envrigger.propose import propose
 from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryError
 from envrigger.validate import ValidationConfig, Validator
 
-EVAL_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 2_000_000, 3_000_000, 4_000_000
-LEARNERS = ("qlearning",)
+EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
+ARMS = ("original", "dr", "plr", "rigger")
+__all__ = ["ARMS", "LEARNERS", "Curriculum", "LevelSplit", "LoopConfig", "across_seeds", "evaluate", "run_loop", "run_seeds"]
 
 
 class LoopConfig(BaseModel):
     """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run."""
 
     spec: HarnessSpec
-    learner: str = Field("qlearning", description="learner kind")
+    learner: str = Field("qlearning", description="learner kind: qlearning or ppo")
     learner_params: dict[str, Any] = Field(default_factory=dict)
+    arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
     rounds: int = Field(3, ge=1, le=1000)
-    budget_steps: int = Field(20_000, ge=100, description="training steps per round, for each learner")
+    budget_steps: int = Field(20_000, ge=100, description="training steps per round, for each arm")
     collect_episodes: int = Field(60, ge=5, le=9_999)
-    eval_episodes: int = Field(200, ge=10, le=100_000)
+    eval_episodes: int = Field(200, ge=10, le=100_000, description="held-out episodes (one per held-out seed), once at the end")
+    val_episodes: int = Field(100, ge=10, le=100_000, description="validation-level episodes per arm and round, to pick the round")
     candidates_per_round: int = Field(6, ge=1, le=100)
+    dr_pool: int = Field(16, ge=1, le=1000, description="random reshapings per round for the dr arm")
+    allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
     seed: int = Field(0, ge=0)
     workers: int | None = Field(None, ge=1)
     backend: str = "process"
@@ -60,105 +77,115 @@ class LoopConfig(BaseModel):
     max_rollouts: int = Field(90, ge=5, le=9_999)
     candidate_timeout_s: float = Field(300.0, gt=0)
 
+    @field_validator("learner")
+    @classmethod
+    def _known_learner(cls, value: str) -> str:
+        if value not in LEARNERS:
+            raise ValueError(f"--learner: got {value!r}; use one of {', '.join(LEARNERS)}")
+        return value
+
+    @field_validator("arms")
+    @classmethod
+    def _known_arms(cls, value: list[str]) -> list[str]:
+        unknown = [a for a in value if a not in ARMS]
+        if unknown or not value or len(set(value)) != len(value):
+            raise ValueError(f"--arms: got {','.join(value)!r}; give distinct arms from {','.join(ARMS)}")
+        return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
+
     def validation(self) -> ValidationConfig:
         return ValidationConfig(band=self.band, confidence=self.confidence, min_rollouts=self.min_rollouts,
                                 max_rollouts=max(self.max_rollouts, self.min_rollouts), timeout_s=self.candidate_timeout_s,
                                 backend=self.backend, workers=self.workers)
 
 
-class Curriculum:
-    """Samples training environments by learnability p(1-p), mixed with staleness (as in PLR).
+class LevelSplit(BaseModel):
+    """The reserved levels of a run: held-out (looked at once, at the end) and validation (picks rounds).
 
-    Example:
-        >>> import numpy as np
-        >>> c = Curriculum(3, np.random.default_rng(0))
-        >>> for _ in range(50):
-        ...     c.update(0, True)      # env 0 is solved: nothing left to learn there
-        >>> picks = [c.sample() for _ in range(200)]
-        >>> picks.count(0) < picks.count(1)
-        True
+    Built once by :meth:`make` and saved as ``levels.json``. ``reserved`` is what training,
+    collection and candidate validation must never play.
     """
 
-    def __init__(self, n: int, rng: np.random.Generator, staleness: float = 0.3) -> None:
-        self.rng, self.staleness = rng, staleness
-        self.wins, self.tries = np.zeros(n), np.zeros(n)
-        self.last = np.zeros(n)
-        self.clock = 0
+    heldout_seeds: list[int]
+    heldout_levels: list[str]
+    validation_seeds: list[int]
+    validation_levels: list[str]
+    disjoint: bool = Field(description="False when the run allows seen levels and reserves nothing")
 
-    def scores(self) -> np.ndarray:
-        p = (self.wins + 1) / (self.tries + 2)
-        return p * (1 - p)
+    @property
+    def reserved(self) -> set[str]:
+        return set(self.heldout_levels) | set(self.validation_levels) if self.disjoint else set()
 
-    def sample(self) -> int:
-        self.clock += 1
-        score = self.scores()
-        stale = self.clock - self.last
-        weights = (1 - self.staleness) * score / score.sum() + self.staleness * stale / stale.sum()
-        choice = int(self.rng.choice(len(weights), p=weights / weights.sum()))
-        self.last[choice] = self.clock
-        return choice
+    @classmethod
+    def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200) -> LevelSplit:
+        """Draw the held-out and validation levels, or refuse an env with too few distinct levels."""
+        heldout = [EVAL_SEED + i for i in range(config.eval_episodes)]
+        scan = Seeds(base, 0)
+        try:
+            held = {scan.level(s) for s in heldout}
+            if config.allow_seen_levels:
+                val = [SELECT_SEED + i for i in range(config.val_episodes)]
+                return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val,
+                           validation_levels=sorted({scan.level(s) for s in val}), disjoint=False)
+            val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes)
+            val_levels = {scan.level(s) for s in val}
+            reserved = held | val_levels
+            taken = sum(scan.level(TRAIN_SEED + i) in reserved for i in range(probe))
+        finally:
+            scan.close()
+        if len(val) < config.val_episodes or taken > probe // 2:
+            raise TrajectoryError(
+                f"{base.env_id} has too few distinct levels for level-disjoint held-out evaluation: {len(held)} distinct levels "
+                f"among {len(heldout)} held-out seeds, and {taken} of {probe} training seeds land on a held-out or validation level; "
+                "use a procedurally generated env (e.g. MiniGrid-DoorKey-6x6-v0), or --allow-seen-levels to evaluate on "
+                "seeds of levels the learners also train on"
+            )
+        return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val, validation_levels=sorted(val_levels),
+                   disjoint=True)
 
-    def update(self, index: int, success: bool, decay: float = 0.95) -> None:
-        self.wins[index] = decay * self.wins[index] + success
-        self.tries[index] = decay * self.tries[index] + 1
+    def check(self, used: dict[str, set[str]]) -> dict[str, int]:
+        """Overlap of each use (``"arm:train"``, ``"collect"``...) with the reserved levels; raises if a disjoint split overlaps.
+
+        Example:
+            >>> split = LevelSplit(heldout_seeds=[1], heldout_levels=["a"], validation_seeds=[2], validation_levels=["b"], disjoint=True)
+            >>> split.check({"original:train": {"c", "d"}})
+            {'original:train': 0}
+            >>> split.check({"original:train": {"a", "c"}})
+            Traceback (most recent call last):
+            ...
+            envrigger.trajectory.TrajectoryError: level overlap: original:train played 1 held-out or validation level(s) (a); the held-out result would not be on unseen levels
+        """
+        reserved = set(self.heldout_levels) | set(self.validation_levels)
+        overlap = {use: sorted(levels & reserved) for use, levels in used.items()}
+        if self.disjoint:
+            for use, shared in overlap.items():
+                if shared:
+                    raise TrajectoryError(f"level overlap: {use} played {len(shared)} held-out or validation level(s) "
+                                          f"({', '.join(shared[:3])}); the held-out result would not be on unseen levels")
+        return {use: len(shared) for use, shared in overlap.items()}
 
 
-def make_learner(config: LoopConfig, env: Any, seed: int) -> QLearner:
-    if config.learner not in LEARNERS:
-        raise TrajectoryError(f"--learner: got {config.learner!r}; use one of {', '.join(LEARNERS)}")
-    return QLearner(env.action_space, env.observation_space, seed=seed, **config.learner_params)
-
-
-def train_on(learner: QLearner, specs: list[HarnessSpec], budget_steps: int, seeds: Callable[[int], int], rng: np.random.Generator,
-             levels: set[str] | None = None) -> dict[str, Any]:
-    """Train ``learner`` for ``budget_steps`` steps on a curriculum over ``specs`` (the first is the original).
-
-    ``levels``, if given, collects the id of every level trained on.
-    """
-    envs = [spec.build() for spec in specs]
-    curriculum = Curriculum(len(specs), rng)
-    learner.training = True
-    steps = episodes = 0
-    picks = np.zeros(len(specs), dtype=int)
-    try:
-        while steps < budget_steps:
-            index = curriculum.sample() if len(specs) > 1 else 0
-            success, _, length = learn_episode(learner, envs[index], seeds(episodes), levels)
-            steps += length
-            curriculum.update(index, success)
-            picks[index] += 1
-            episodes += 1
-    finally:
-        learner.training = False
-        for env in envs:
-            env.close()
-    return {"steps": steps, "episodes": episodes, "picks": picks.tolist()}
-
-
-def evaluate(learner: QLearner, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig,
+def evaluate(policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig,
              trained_on: set[str] | None = None) -> dict[str, Any]:
-    """Held-out success of ``learner`` on the original env with its original verifier.
+    """Success of ``policy`` on the original env with its original verifier, one episode per seed.
 
-    With ``trained_on`` (the level ids the learner trained on) it also reports the share
-    of held-out episodes played on a level the learner had already seen.
+    Reports the success rate with its Wilson interval (over these episodes of one learner),
+    the mean episode length, the mean length of successful episodes (steps to success), the
+    env steps taken, the number of distinct levels and, with ``trained_on``, the share of
+    episodes on a level the learner trained on.
     """
-    store = rollout(spec, learner, seeds=seeds, backend=config.backend, workers=config.workers, out=out)
+    store = rollout(spec, policy, seeds=seeds, backend=config.backend, workers=config.workers, out=out)
     table = store.episodes_table(["success", "length", "level_id"])
-    wins = int(np.sum(table.column("success").to_numpy(zero_copy_only=False)))
+    success = table.column("success").to_numpy(zero_copy_only=False).astype(bool)
+    lengths = table.column("length").to_numpy()
+    wins = int(success.sum())
     lo, hi = wilson(wins, len(seeds))
-    out_dict = {"success": wins / len(seeds), "ci": [lo, hi], "mean_length": float(np.mean(table.column("length").to_numpy()))}
+    levels = table.column("level_id").to_pylist()
+    result = {"success": wins / len(seeds), "ci": [lo, hi], "episodes": len(seeds), "mean_length": float(np.mean(lengths)),
+              "steps_to_success": float(np.mean(lengths[success])) if wins else None, "env_steps": int(lengths.sum()),
+              "levels": len(set(levels))}
     if trained_on is not None:
-        levels = table.column("level_id").to_pylist()
-        out_dict["levels"] = len(set(levels))
-        out_dict["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
-    return out_dict
-
-
-def _load_seen(out: Path) -> dict[str, set[str]]:
-    """The level ids each arm trained on in the rounds before (empty at the start)."""
-    rounds = sorted(out.glob("levels-round-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
-    saved = json.loads(rounds[-1].read_text()) if rounds else {}
-    return {arm: set(saved.get(arm, [])) for arm in ("curriculum", "baseline")}
+        result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
+    return result
 
 
 def _save_json(path: Path, data: Any) -> None:
@@ -167,9 +194,106 @@ def _save_json(path: Path, data: Any) -> None:
     tmp.replace(path)
 
 
+def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
+    env = spec.build()
+    try:
+        return (env.observation_space, env.action_space) == spaces
+    finally:
+        env.close()
+
+
+class _Arm:
+    """One arm's learner and level stream during a run."""
+
+    def __init__(self, name: str, learner: Any, plr: PLR | None = None) -> None:
+        self.name, self.learner, self.plr = name, learner, plr
+
+    def path(self, out: Path, number: int) -> Path:
+        return out / f"{self.name}-round-{number}"
+
+
+def _rigger_round(out: Path, workdir: Path, config: LoopConfig, library: Library, learner: Any, number: int,
+                  reserved: set[str], spaces: tuple[Any, Any], log: Callable[[str], None]) -> dict[str, Any]:
+    """Collect, diagnose, propose, validate and admit; what the rigger arm does before it trains."""
+    base = config.spec
+    rng = np.random.default_rng([config.seed, number])
+    collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved,
+                               config.collect_episodes)
+    log(f"round {number}: collecting {len(collect_seeds)} episodes")
+    policy = learner.policy()
+    collected = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "collect")
+    table = collected.episodes_table(["length", "level_id"])
+    collect_steps = int(np.sum(table.column("length").to_numpy()))
+    diagnosis = diagnose(collected)
+    (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
+    admitted_before = [(c.hash, c.spec, c.finding) for c in library.components()]
+    proposals = propose(diagnosis, base, rng, admitted=admitted_before)
+    # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
+    candidates = [c for c in proposals if _same_spaces(c.spec, spaces)][: config.candidates_per_round]
+    log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
+    validator = Validator(policy, base, workdir / "validate", config.validation())
+    validation_seeds = first_free(base, range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)), reserved,
+                                  config.max_rollouts + config.min_rollouts)
+    probe = Seeds(base, 0)
+    validation_levels = {probe.level(s) for s in validation_seeds}
+    probe.close()
+    admitted, rejected = [], {}
+    for candidate in candidates:
+        current = [(c.hash, c.spec) for c in library.components()]
+        result = validator.validate(candidate, validation_seeds, current)
+        if result.passed:
+            component = library.admit(candidate.spec, finding=candidate.finding, rationale=candidate.rationale,
+                                      gates=[g.model_dump() for g in result.gates], seeds=result.seeds, agent_id=policy.policy_id,
+                                      finding_stats=candidate.finding_stats, origin=candidate.origin, parent=candidate.parent,
+                                      round=number)
+            admitted.append(component)
+        else:
+            failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
+            rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
+    return {
+        "collected_success": diagnosis.success_rate, "findings": [f.name for f in diagnosis.findings[:5]],
+        "candidates": len(candidates), "admitted": admitted, "rejected_by": rejected,
+        "collect_steps": collect_steps, "validate_steps": validator.env_steps,
+        "collect_levels": set(table.column("level_id").to_pylist()), "validate_levels": validation_levels,
+    }
+
+
+def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str]) -> dict[str, Any]:
+    seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number, reserved)
+    envs: list[MixtureEnv] = []
+    picks = np.zeros(len(specs), dtype=int)
+
+    def count(index: int, seed: int, success: bool, length: int) -> None:
+        picks[index] += 1
+
+    def make() -> MixtureEnv:
+        env = MixtureEnv(specs, sampler, seeds, on_episode=count)
+        envs.append(env)
+        return env
+
+    try:
+        steps = arm.learner.train(make, config.budget_steps, seed=config.seed * 100_003 + number)
+    finally:
+        seeds.close()
+    return {"steps": steps, "episodes": int(picks.sum()), "picks": picks.tolist(), "levels": seeds.levels,
+            "skipped_reserved": seeds.skipped, "refused": sum(e.refused for e in envs),
+            "replays": getattr(sampler, "replays", 0)}
+
+
+def _load_levels(out: Path) -> dict[str, set[str]]:
+    """Every level id each use played in the rounds before (empty at the start)."""
+    rounds = sorted(out.glob("levels-round-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+    saved = json.loads(rounds[-1].read_text()) if rounds else {}
+    return {use: set(levels) for use, levels in saved.items()}
+
+
 def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callable[[dict], None] | None = None,
-             log: Callable[[str], None] = lambda message: None) -> list[dict[str, Any]]:
-    """Run (or, without ``config``, resume) a loop in ``out``; returns every round's summary."""
+             log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+    """Run (or, without ``config``, resume) a loop in ``out``; returns ``{"rounds": [...], "final": {...}}``.
+
+    ``final`` holds, per arm, the round picked on validation levels and its held-out
+    result, the env steps spent, and the level-overlap check (see :class:`LevelSplit`).
+    """
     out = Path(out)
     config_path = out / "loop.json"
     if config is None:
@@ -178,91 +302,108 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         config = LoopConfig.model_validate_json(config_path.read_text())
     elif config_path.is_file():
         raise TrajectoryError(f"{out} already holds a loop run; resume it with `envrigger run --resume {out}` or pick a new directory")
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        _save_json(config_path, json.loads(config.model_dump_json()))
-    library = Library(out / "library.db")
-    done = library.rounds()
     base = config.spec
     probe = base.build()
-    if done:
-        last = done[-1]["round"]
-        learner = QLearner.load(str(out / f"learner-round-{last}.json"), probe)
-        baseline = QLearner.load(str(out / f"baseline-round-{last}.json"), probe)
+    spaces = (probe.observation_space, probe.action_space)
+    split_path = out / "levels.json"
+    if split_path.is_file():
+        split = LevelSplit.model_validate_json(split_path.read_text())
     else:
-        learner = make_learner(config, probe, config.seed)
-        baseline = make_learner(config, probe, config.seed)
+        log("drawing held-out and validation levels")
+        split = LevelSplit.make(base, config)  # refuses before anything is written
+    if not config_path.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        _save_json(config_path, json.loads(config.model_dump_json()))
+    if not split_path.is_file():
+        _save_json(split_path, json.loads(split.model_dump_json()))
+    reserved = split.reserved
+    library = Library(out / "library.db")
+    done = library.rounds()
+    arms = []
+    for name in config.arms:
+        if done:
+            learner = load_learner(config.learner, _Arm(name, None).path(out, done[-1]["round"]), probe)
+        else:
+            learner = make_learner(config.learner, probe, config.seed, **config.learner_params)
+        plr = PLR(np.random.default_rng([config.seed, 3])) if name == "plr" else None
+        if plr is not None and done and (out / "plr-state.json").is_file():
+            plr.restore(json.loads((out / "plr-state.json").read_text()))
+        arms.append(_Arm(name, learner, plr))
     probe.close()
-    eval_seeds = [EVAL_SEED + i for i in range(config.eval_episodes)]
     summaries = list(done)
     for number in range(len(done) + 1, config.rounds + 1):
         started = time.perf_counter()
         workdir = out / f"round-{number}"
         shutil.rmtree(workdir, ignore_errors=True)  # an unfinished round starts over
-        rng = np.random.default_rng([config.seed, number])
-        log(f"round {number}: collecting {config.collect_episodes} episodes")
-        collected = rollout(base, learner, seeds=[COLLECT_SEED + 10_000 * number + i for i in range(config.collect_episodes)],
-                            backend=config.backend, workers=config.workers, out=workdir / "collect")
-        collect_steps = int(np.sum(collected.episodes_table(["length"]).column("length").to_numpy()))
-        diagnosis = diagnose(collected)
-        (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
-        admitted_before = [(c.hash, c.spec, c.finding) for c in library.components()]
-        candidates = propose(diagnosis, base, rng, admitted=admitted_before)[: config.candidates_per_round]
-        log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
-        validator = Validator(learner, base, workdir / "validate", config.validation())
-        validation_seeds = [VALIDATE_SEED + 10_000 * number + i for i in range(config.max_rollouts + config.min_rollouts)]
-        admitted, rejected = [], {}
-        for candidate in candidates:
-            current = [(c.hash, c.spec) for c in library.components()]
-            result = validator.validate(candidate, validation_seeds, current)
-            if result.passed:
-                component = library.admit(candidate.spec, finding=candidate.finding, rationale=candidate.rationale,
-                                          gates=[g.model_dump() for g in result.gates], seeds=result.seeds, agent_id=learner.policy_id,
-                                          finding_stats=candidate.finding_stats, origin=candidate.origin, parent=candidate.parent,
-                                          round=number)
-                admitted.append(component)
+        workdir.mkdir(parents=True)
+        used = _load_levels(out)
+        summary: dict[str, Any] = {"round": number, "arms": {}}
+        for index, arm in enumerate(arms):
+            spent = {"train": 0, "collect": 0, "validate": 0}
+            if arm.name == "rigger":
+                rigged = _rigger_round(out, workdir, config, library, arm.learner, number, reserved, spaces, log)
+                spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
+                used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
+                used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
+                summary.update(rigged)
+                components = [c.spec for c in library.components()]
+                specs, sampler = [base, *components], Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
+                summary["library_size"], summary["library_version"] = len(components), library.version
+            elif arm.name == "dr":
+                pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
+                specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
+            elif arm.name == "plr":
+                specs, sampler = [base], arm.plr
             else:
-                failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
-                rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
-        components = library.components()
-        log(f"round {number}: admitted {len(admitted)}, library has {len(components)}; training")
-        specs = [base, *(c.spec for c in components)]
-        seen = _load_seen(out)  # every level id each arm trained on, over all rounds so far
-        trained = train_on(learner, specs, config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
-                           np.random.default_rng([config.seed, number, 1]), seen["curriculum"])
-        baseline_trained = train_on(baseline, [base], config.budget_steps, lambda i: TRAIN_SEED + 1_000_000 * number + i,
-                                    np.random.default_rng([config.seed, number, 2]), seen["baseline"])
-        heldout = evaluate(learner, base, eval_seeds, workdir / "eval-curriculum", config, seen["curriculum"])
-        reference = evaluate(baseline, base, eval_seeds, workdir / "eval-baseline", config, seen["baseline"])
-        _save_json(out / f"levels-round-{number}.json", {arm: sorted(ids) for arm, ids in seen.items()})
-        summary = {
-            "round": number,
-            "collected_success": diagnosis.success_rate,
-            "findings": [f.name for f in diagnosis.findings[:5]],
-            "candidates": len(candidates),
-            "admitted": admitted,
-            "rejected_by": rejected,
-            "library_size": len(components),
-            "library_version": library.version,
-            "train": trained,
-            # Every env step each arm took this round (held-out evaluation aside): the baseline only trains.
-            "interaction": {
-                "curriculum": {"train": trained["steps"], "collect": collect_steps, "validate": validator.env_steps,
-                               "total": trained["steps"] + collect_steps + validator.env_steps},
-                "baseline": {"train": baseline_trained["steps"], "total": baseline_trained["steps"]},
-            },
-            "heldout_curriculum": heldout,
-            "heldout_baseline": reference,
-            "wall_time": time.perf_counter() - started,
-        }
-        learner.save(str(out / f"learner-round-{number}.json"))
-        baseline.save(str(out / f"baseline-round-{number}.json"))
+                specs, sampler = [base], Fixed()
+            log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
+            trained = _train_arm(arm, specs, sampler, config, number, reserved)
+            used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
+            spent["train"] = trained["steps"]
+            spent["total"] = spent["train"] + spent["collect"] + spent["validate"]
+            scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
+            summary["arms"][arm.name] = {"train": trained, "interaction": spent, "validation": scored}
+        summary["wall_time"] = time.perf_counter() - started
+        for arm in arms:
+            arm.learner.save(arm.path(out, number))
+        plr_arm = next((a for a in arms if a.plr is not None), None)
+        if plr_arm is not None:
+            _save_json(out / "plr-state.json", plr_arm.plr.state())
+        _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
         library.complete_round(number, summary)  # the commit point of the round
         summaries.append(summary)
         if on_round is not None:
             on_round(summary)
     library.close()
-    return summaries
+    final_path = out / "final.json"
+    if final_path.is_file():
+        final = json.loads(final_path.read_text())
+    else:
+        final = _final(out, config, split, summaries, log)
+        _save_json(final_path, final)
+    return {"rounds": summaries, "final": final}
+
+
+def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
+    """Pick each arm's round on validation levels, then evaluate it once on the held-out levels."""
+    used = _load_levels(out)
+    overlap = split.check(used)
+    probe = config.spec.build()
+    arms: dict[str, Any] = {}
+    for name in config.arms:
+        scores = [(s["arms"][name]["validation"]["success"], s["round"]) for s in summaries]
+        best = max(scores)[1]  # ties go to the later round
+        learner = load_learner(config.learner, _Arm(name, None).path(out, best), probe)
+        log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
+        trained_on = used.get(f"{name}:train", set())
+        heldout = evaluate(learner.policy(), config.spec, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
+        spent = {k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
+        spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
+        arms[name] = {"round": best, "validation": summaries[best - 1]["arms"][name]["validation"]["success"],
+                      "heldout": heldout, "interaction": spent}
+    probe.close()
+    return {"arms": arms, "levels": {"disjoint": split.disjoint, "heldout": len(split.heldout_levels),
+                                     "validation": len(split.validation_levels), "overlap": overlap}}
 
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
@@ -279,39 +420,56 @@ def _interval(values: np.ndarray) -> dict[str, Any]:
     return {"mean": mean, "ci": [mean - half, mean + half], "n": len(values)}
 
 
-def across_seeds(runs: dict[int, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Final-round held-out success per arm across training seeds: mean, 95% t interval, the paired difference.
+def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """Held-out success per arm across training seeds: mean, 95% t interval, paired differences.
 
-    ``runs`` maps each master seed to its round summaries. The interval is across seeds
-    (each seed trains both learners from scratch), never across episodes of one run; the
-    difference is paired by seed. Env steps are each arm's total over all rounds.
+    ``runs`` maps each master seed to its :func:`run_loop` result. The interval is across
+    seeds (each seed trains every arm from scratch), never across episodes of one run; the
+    difference of ``rigger`` (or the last arm) against each other arm is paired by seed.
+    Steps to success are the mean length of the successful held-out episodes; env steps
+    are each arm's totals over all rounds (training, plus collection and validation for
+    the rigger arm), averaged over seeds.
 
     Example:
-        >>> def run(cur, base):
-        ...     return [{"heldout_curriculum": {"success": cur}, "heldout_baseline": {"success": base},
-        ...              "interaction": {"curriculum": {"total": 120}, "baseline": {"total": 100}}}]
+        >>> def run(rigger, original):
+        ...     arm = lambda s: {"heldout": {"success": s, "steps_to_success": 10.0}, "interaction": {"train": 100, "total": 100}}
+        ...     return {"final": {"arms": {"original": arm(original), "rigger": arm(rigger)}}}
         >>> result = across_seeds({0: run(0.9, 0.5), 1: run(0.7, 0.5), 2: run(0.8, 0.6)})
-        >>> round(result["difference"]["mean"], 2), [round(x, 2) for x in result["difference"]["ci"]]
+        >>> d = result["difference"]["original"]
+        >>> round(d["mean"], 2), [round(x, 2) for x in d["ci"]]
         (0.27, [-0.02, 0.55])
-        >>> result["env_steps"]
-        {'curriculum': 120.0, 'baseline': 100.0}
     """
     seeds = sorted(runs)
-    finals = [runs[seed][-1] for seed in seeds]
-    curriculum = np.array([f["heldout_curriculum"]["success"] for f in finals])
-    baseline = np.array([f["heldout_baseline"]["success"] for f in finals])
-    steps = {arm: float(np.mean([sum(r.get("interaction", {}).get(arm, {}).get("total", 0) for r in runs[seed]) for seed in seeds]))
-             for arm in ("curriculum", "baseline")}
-    return {"seeds": seeds, "curriculum": _interval(curriculum), "baseline": _interval(baseline),
-            "difference": _interval(curriculum - baseline), "env_steps": steps}
+    arms = list(runs[seeds[0]]["final"]["arms"])
+    finals = {arm: [runs[seed]["final"]["arms"][arm] for seed in seeds] for arm in arms}
+    success = {arm: np.array([f["heldout"]["success"] for f in finals[arm]]) for arm in arms}
+    out: dict[str, Any] = {"seeds": seeds, "arms": {}, "difference": {}}
+    for arm in arms:
+        steps = [f["heldout"].get("steps_to_success") for f in finals[arm]]
+        solved = [s for s in steps if s is not None]
+        out["arms"][arm] = {
+            "success": _interval(success[arm]),
+            "steps_to_success": float(np.mean(solved)) if solved else None,
+            "env_steps": {k: float(np.mean([f["interaction"].get(k, 0) for f in finals[arm]])) for k in ("train", "total")},
+            "rounds": [f.get("round") for f in finals[arm]],
+        }
+    focus = "rigger" if "rigger" in arms else arms[-1]
+    out["focus"] = focus
+    for arm in arms:
+        if arm != focus:
+            entry = _interval(success[focus] - success[arm])
+            mine, theirs = out["arms"][focus]["steps_to_success"], out["arms"][arm]["steps_to_success"]
+            entry["steps_to_success_change"] = (mine - theirs) / theirs if mine is not None and theirs else None
+            out["difference"][arm] = entry
+    return out
 
 
 def run_seeds(out: str | Path, config: LoopConfig | None, seeds: int = 1, on_round: Callable[[dict], None] | None = None,
               log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
     """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
 
-    Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains its own pair of
-    learners from scratch, so their spread is what an interval across training seeds needs.
+    Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains every arm's
+    learner from scratch, so their spread is what an interval across training seeds needs.
     """
     out = Path(out)
     plan = out / "seeds.json"
@@ -323,9 +481,10 @@ def run_seeds(out: str | Path, config: LoopConfig | None, seeds: int = 1, on_rou
     elif plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
     else:
+        LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
         out.mkdir(parents=True, exist_ok=True)
         _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
-    runs = {}
+    runs: dict[int, dict[str, Any]] = {}
     for seed in range(config.seed, config.seed + seeds):
         where = out / f"seed-{seed}"
         log(f"master seed {seed}: {where}")

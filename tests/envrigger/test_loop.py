@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import signal
 import sqlite3
@@ -18,11 +19,12 @@ from envharness.transforms import RuleTransform, register_transform
 from envharness.transforms.base import TRANSFORMS
 from envrigger.diagnose import diagnose
 from envrigger.library import Library
-from envrigger.loop import COLLECT_SEED, LoopConfig, run_loop
+from envrigger.loop import ARMS, COLLECT_SEED, LevelSplit, LoopConfig, run_loop
+from envrigger.mixture import PLR, random_specs
 from envrigger.policies import RandomPolicy
 from envrigger.propose import Candidate, propose
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryStore
+from envrigger.trajectory import TrajectoryError, TrajectoryStore
 from envrigger.validate import ValidationConfig, Validator
 
 LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})
@@ -164,12 +166,14 @@ def test_propose_skips_moving_a_goal_the_agent_cannot_see(tmp_path):
     assert "MoveGoal" not in names and "MoveAgent" in names
 
 
-SMALL = dict(spec=LAKE, rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, candidates_per_round=3,
-             backend="serial", min_rollouts=20, max_rollouts=40)
+SMALL = dict(spec=LAKE, rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, val_episodes=20, candidates_per_round=3,
+             backend="serial", min_rollouts=20, max_rollouts=40, allow_seen_levels=True)
+DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
 
 
-def test_loop_admits_trains_and_evaluates_held_out(tmp_path):
-    summaries = run_loop(tmp_path / "run", LoopConfig(**SMALL))
+def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
+    result = run_loop(tmp_path / "run", LoopConfig(**SMALL))
+    summaries, final = result["rounds"], result["final"]
     assert [s["round"] for s in summaries] == [1, 2]
     library = Library(tmp_path / "run" / "library.db")
     components = library.components()
@@ -178,60 +182,100 @@ def test_loop_admits_trains_and_evaluates_held_out(tmp_path):
     assert {g["gate"] for g in first.gates} == {"verifier_integrity", "solvability", "learnability", "targeting", "novelty"}
     collected = {e.seed for e in TrajectoryStore(tmp_path / "run" / "round-1" / "collect").iter_episodes()}
     assert not collected & set(first.seeds) and min(collected) >= COLLECT_SEED
-    assert summaries[-1]["heldout_curriculum"]["success"] >= summaries[-1]["heldout_baseline"]["success"]
-    assert all(0 <= s["heldout_curriculum"]["ci"][0] <= s["heldout_curriculum"]["success"] for s in summaries)
-    # Every env step is charged: the curriculum arm pays for collection and validation, the baseline only trains.
-    spent = summaries[0]["interaction"]
+    # Every env step is charged: the rigger arm pays for collection and validation, the original arm only trains.
+    spent = summaries[0]["arms"]
     collect_steps = sum(e.length for e in TrajectoryStore(tmp_path / "run" / "round-1" / "collect").iter_episodes())
     validate_steps = sum(e.length for store in (tmp_path / "run" / "round-1" / "validate").iterdir()
                          for e in TrajectoryStore(store).iter_episodes())
-    curriculum = spent["curriculum"]
-    assert curriculum["collect"] == collect_steps
-    assert curriculum["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
-    assert curriculum["total"] == curriculum["train"] + curriculum["collect"] + curriculum["validate"]
-    assert set(spent["baseline"]) == {"train", "total"} and spent["baseline"]["total"] == spent["baseline"]["train"]
-    assert abs(curriculum["train"] - spent["baseline"]["train"]) < 200  # equal training budgets (whole episodes)
-    # The fixed lake has one level: every held-out episode is on a level both learners trained on, and the run says so.
-    for arm in ("heldout_curriculum", "heldout_baseline"):
-        assert summaries[-1][arm]["levels"] == 1 and summaries[-1][arm]["seen_in_training"] == 1.0
-    seen = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
-    assert set(seen["baseline"]) <= set(seen["curriculum"]) and len(seen["baseline"]) == 1
+    rigger = spent["rigger"]["interaction"]
+    assert rigger["collect"] == collect_steps
+    assert rigger["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
+    assert rigger["total"] == rigger["train"] + rigger["collect"] + rigger["validate"]
+    original = spent["original"]["interaction"]
+    assert original["collect"] == original["validate"] == 0 and original["total"] == original["train"]
+    assert abs(rigger["train"] - original["train"]) < 200  # equal training budgets (whole episodes)
+    # The held-out levels are looked at once, for the round each arm's validation score picked.
+    for arm, r in final["arms"].items():
+        scores = [s["arms"][arm]["validation"]["success"] for s in summaries]
+        assert scores[r["round"] - 1] == max(scores) and r["validation"] == max(scores)
+        assert r["heldout"]["episodes"] == 30
+        assert r["interaction"]["total"] == sum(s["arms"][arm]["interaction"]["total"] for s in summaries)
+    assert not (tmp_path / "run" / "round-1" / "heldout-rigger").exists() and (tmp_path / "run" / "heldout-rigger").is_dir()
+    # The fixed lake has one level: every held-out episode is on a level the arms trained on, and the run says so.
+    assert final["levels"] == {"disjoint": False, "heldout": 1, "validation": 1,
+                               "overlap": {"original:train": 1, "rigger:collect": 1, "rigger:validate": 1, "rigger:train": 1}}
+    assert all(r["heldout"]["seen_in_training"] == 1.0 for r in final["arms"].values())
 
 
-def test_a_run_killed_mid_round_resumes_without_losing_admitted_work(tmp_path):
-    out = tmp_path / "run"
-    args = [sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", "-o", str(out), "--rounds", "3",
-            "--budget-steps", "4000", "--collect-episodes", "30", "--eval-episodes", "30", "--candidates", "3", "--backend", "serial"]
-    # map_name/slippery come from a spec file so the run is small and learnable
-    spec = tmp_path / "lake.json"
-    spec.write_text(LAKE.to_json())
-    args[4] = str(spec)
-    runner = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    db = out / "library.db"
-    deadline = time.monotonic() + 300
-    rounds = []
-    while time.monotonic() < deadline and runner.poll() is None:
-        if db.exists():
-            try:
-                rounds = sqlite3.connect(db).execute("SELECT round FROM rounds").fetchall()
-            except sqlite3.Error:
-                rounds = []
-            if rounds:
-                break
-        time.sleep(0.05)
-    assert rounds, "the first round never finished"
-    time.sleep(0.5)  # now inside round 2
-    runner.send_signal(signal.SIGKILL)
-    runner.wait()
-    before = {c.hash: c.id for c in Library(db).components()}
-    round_one = Library(db).rounds()[0]
-    done = subprocess.run([sys.executable, "-m", "envrigger.cli", "run", "--resume", str(out)], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr
-    library = Library(db)
-    after = {c.hash: c.id for c in library.components()}
-    assert before.items() <= after.items()
-    assert [r["round"] for r in library.rounds()] == [1, 2, 3] and library.rounds()[0] == round_one
-    assert "held-out result after 3 rounds" in done.stdout
+def test_an_env_with_too_few_levels_is_refused_before_anything_is_written(tmp_path):
+    config = LoopConfig(**{**SMALL, "allow_seen_levels": False})
+    with pytest.raises(TrajectoryError, match="too few distinct levels.*1 distinct levels among 30 held-out seeds"):
+        run_loop(tmp_path / "run", config)
+    assert not (tmp_path / "run").exists()
+    out = subprocess.run([sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", "--learner", "qlearning", "-o",
+                          str(tmp_path / "cli")], capture_output=True, text=True)
+    assert out.returncode == 2 and "too few distinct levels" in out.stderr and "--allow-seen-levels" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "cli").exists()
+
+
+def test_training_collection_and_validation_never_play_a_held_out_or_validation_level(tmp_path):
+    config = LoopConfig(spec=DOORKEY, rounds=1, budget_steps=3000, collect_episodes=10, eval_episodes=150, val_episodes=60,
+                        candidates_per_round=1, backend="serial", min_rollouts=10, max_rollouts=10, arms=list(ARMS))
+    result = run_loop(tmp_path / "run", config)
+    split = LevelSplit.model_validate_json((tmp_path / "run" / "levels.json").read_text())
+    assert split.disjoint and len(split.heldout_levels) > 100
+    assert not set(split.validation_levels) & set(split.heldout_levels)
+    used = json.loads((tmp_path / "run" / "levels-round-1.json").read_text())
+    assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate"}
+    reserved = set(split.heldout_levels) | set(split.validation_levels)
+    for use, levels in used.items():
+        assert levels and not set(levels) & reserved, use
+    assert set(result["final"]["levels"]["overlap"].values()) == {0}
+    # Fresh seeds that land on a reserved level were skipped, not played.
+    assert sum(a["train"]["skipped_reserved"] for a in result["rounds"][0]["arms"].values()) > 0
+    assert all(r["heldout"]["seen_in_training"] == 0.0 for r in result["final"]["arms"].values())
+    # The check itself fails loudly on any overlap.
+    with pytest.raises(TrajectoryError, match="level overlap: plr:train"):
+        split.check({**{u: set(v) for u, v in used.items()}, "plr:train": {split.heldout_levels[0]}})
+
+
+def test_every_arm_trains_on_what_it_claims_with_equal_steps(tmp_path):
+    config = LoopConfig(**{**SMALL, "rounds": 1, "arms": list(ARMS), "dr_pool": 6})
+    rnd = run_loop(tmp_path / "run", config)["rounds"][0]
+    arms = rnd["arms"]
+    assert arms["original"]["train"]["picks"] == [arms["original"]["train"]["episodes"]] and arms["original"]["train"]["replays"] == 0
+    dr = arms["dr"]["train"]["picks"]
+    assert len(dr) == 7 and min(dr) > 0  # the original and six random reshapings, each played
+    assert arms["plr"]["train"]["replays"] > 0 and len(arms["plr"]["train"]["picks"]) == 1
+    assert len(arms["rigger"]["train"]["picks"]) == 1 + rnd["library_size"]
+    steps = [a["train"]["steps"] for a in arms.values()]
+    assert min(steps) >= config.budget_steps and max(steps) - min(steps) < 200
+
+
+def test_dr_draws_catalog_reshapings_within_bounds_that_keep_the_spaces():
+    specs = random_specs(DOORKEY, np.random.default_rng(0), 12)
+    assert len(specs) == 12 and len({s.hash() for s in specs}) == 12
+    names = {s.transforms[0].name for s in specs}
+    assert len(names) >= 4 and names <= {n for n, c in TRANSFORMS.items() if c.kind in ("state", "rule", "observation")}
+    env = DOORKEY.build()
+    for spec in specs:
+        reshaped = spec.build()
+        assert reshaped.observation_space == env.observation_space and reshaped.action_space == env.action_space
+    assert random_specs(DOORKEY, np.random.default_rng(0), 12) == specs  # seeded
+
+
+def test_plr_replays_its_own_levels_and_prefers_learnable_ones():
+    plr = PLR(np.random.default_rng(0), min_buffer=3, replay_p=1.0)
+    for seed in range(10):
+        plr.update(0, seed, success=False)
+    for _ in range(3):
+        plr.update(0, 4, success=True)
+        plr.update(0, 4, success=False)
+    replays = [plr.replay() for _ in range(500)]
+    assert set(replays) <= set(range(10)) and max(set(replays), key=replays.count) == 4
+    copy = PLR(np.random.default_rng(99), min_buffer=3, replay_p=1.0)
+    copy.restore(plr.state())
+    assert [copy.replay() for _ in range(20)] == [plr.replay() for _ in range(20)]
 
 
 def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
@@ -262,11 +306,38 @@ def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
 
 
 def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
-    config = {**SMALL, "rounds": 1, "candidates_per_round": 2, "collect_episodes": 20, "eval_episodes": 20}
+    config = {**SMALL, "rounds": 1, "candidates_per_round": 2, "collect_episodes": 20, "eval_episodes": 20, "arms": ["plr", "rigger"]}
     for backend in ("serial", "process"):
         run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend, "workers": 2}))
-    for name in ("learner-round-1.json", "baseline-round-1.json"):
+    for name in ("rigger-round-1.json", "plr-round-1.json", "final.json"):
         assert (tmp_path / "serial" / name).read_text() == (tmp_path / "process" / name).read_text(), name
+
+
+@pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra (Stable-Baselines3 and torch)")
+def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_path):
+    import torch
+
+    from envrigger.learners import PPOLearner
+
+    config = dict(spec=DOORKEY, learner="ppo", learner_params={"n_envs": 2, "n_steps": 64, "batch_size": 64}, rounds=2,
+                  budget_steps=256, collect_episodes=8, eval_episodes=20, val_episodes=10, candidates_per_round=1,
+                  min_rollouts=8, max_rollouts=8, arms=["original", "rigger"], workers=2)
+    for backend in ("serial", "process"):
+        run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend}))
+    config_one = LoopConfig(**{**config, "backend": "serial", "rounds": 1})
+    run_loop(tmp_path / "resumed", config_one)
+    saved = json.loads((tmp_path / "resumed" / "loop.json").read_text())
+    (tmp_path / "resumed" / "loop.json").write_text(json.dumps({**saved, "rounds": 2}))
+    (tmp_path / "resumed" / "final.json").unlink()
+    run_loop(tmp_path / "resumed")  # round 2 starts from round 1's saved learners
+    probe = DOORKEY.build()
+    for arm in ("original", "rigger"):
+        nets = [PPOLearner.load(tmp_path / run / f"{arm}-round-2", probe).model.policy.state_dict() for run in ("serial", "process", "resumed")]
+        for other in nets[1:]:
+            assert all(torch.equal(nets[0][k], other[k]) for k in nets[0]), arm
+        steps = [PPOLearner.load(tmp_path / "serial" / f"{a}-round-2", probe).model.num_timesteps for a in ("original", "rigger")]
+        assert steps == [512, 512]  # equal training steps, exactly
+    assert json.loads((tmp_path / "serial" / "final.json").read_text()) == json.loads((tmp_path / "process" / "final.json").read_text())
 
 
 def test_solvability_is_relative_to_the_original_so_slippery_maps_can_admit(tmp_path):
@@ -290,12 +361,12 @@ def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_p
     dirs = [tmp_path / "multi" / f"seed-{seed}" for seed in (0, 1, 2)]
     assert result["seeds"] == [0, 1, 2]
     assert [json.loads((d / "loop.json").read_text())["seed"] for d in dirs] == [0, 1, 2]
-    assert len({(d / "learner-round-1.json").read_text() for d in dirs}) == 3  # each seed trains from scratch
-    finals = [run_loop(d)[-1] for d in dirs]  # (resuming a finished run returns its rounds)
-    curriculum = [f["heldout_curriculum"]["success"] for f in finals]
-    baseline = [f["heldout_baseline"]["success"] for f in finals]
-    assert result["curriculum"]["mean"] == pytest.approx(np.mean(curriculum)) and result["curriculum"]["n"] == 3
-    assert result["difference"]["mean"] == pytest.approx(np.mean(curriculum) - np.mean(baseline))
-    low, high = result["curriculum"]["ci"]
-    assert low <= result["curriculum"]["mean"] <= high
+    assert len({(d / "rigger-round-1.json").read_text() for d in dirs}) == 3  # each seed trains from scratch
+    finals = [run_loop(d)["final"]["arms"] for d in dirs]  # (resuming a finished run returns its result)
+    rigger = [f["rigger"]["heldout"]["success"] for f in finals]
+    original = [f["original"]["heldout"]["success"] for f in finals]
+    assert result["arms"]["rigger"]["success"]["mean"] == pytest.approx(np.mean(rigger)) and result["arms"]["rigger"]["success"]["n"] == 3
+    assert result["difference"]["original"]["mean"] == pytest.approx(np.mean(rigger) - np.mean(original))
+    low, high = result["arms"]["rigger"]["success"]["ci"]
+    assert low <= result["arms"]["rigger"]["success"]["mean"] <= high
     assert run_seeds(tmp_path / "multi", None) == result  # a finished multi-seed run resumes to the same result

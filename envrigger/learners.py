@@ -1,0 +1,362 @@
+"""Learners the loop trains: one interface for tabular Q-learning and Stable-Baselines3 PPO.
+
+Contains :class:`Features` (any observation as a fixed-shape float vector), the
+:class:`LoopLearner` protocol, :class:`TabularLearner`, :class:`PPOLearner`,
+:class:`TorchPolicy` (a trained PPO network as a picklable, seeded policy for rollouts)
+and :func:`make_learner` / :func:`load_learner`.
+
+A loop learner trains for a number of env steps on env factories (each makes a
+:class:`~envrigger.mixture.MixtureEnv`), hands out a frozen :meth:`~LoopLearner.policy`
+for rollouts (collection, validation, evaluation), and saves and loads itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from envrigger.policies.learner import learn_episode
+from envrigger.policies.qlearning import QLearner
+
+LEARNERS = ("qlearning", "ppo")
+
+
+class Features:
+    """Maps observations of ``space`` to a flat float32 vector of fixed length.
+
+    Box values are flattened as they are (MiniGrid's small integer codes are not rescaled),
+    Discrete values become one-hot, Dict and Tuple spaces concatenate their parts in key
+    order and drop parts that are not numeric (MiniGrid's mission text).
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-DoorKey-5x5-v0")
+        >>> features = Features(env.observation_space)
+        >>> obs, _ = env.reset(seed=0)
+        >>> features.space.shape, features(obs).shape, features.parts
+        ((151,), (151,), ['direction', 'image'])
+    """
+
+    def __init__(self, space: gym.Space) -> None:
+        self.parts: list[str] = []
+        self._readers: list[tuple[str | int | None, gym.Space]] = []
+        if isinstance(space, gym.spaces.Dict):
+            items: list[tuple[Any, gym.Space]] = list(space.spaces.items())
+        elif isinstance(space, gym.spaces.Tuple):
+            items = list(enumerate(space.spaces))
+        else:
+            items = [(None, space)]
+        size = 0
+        for key, sub in sorted(items, key=lambda kv: str(kv[0])):
+            if isinstance(sub, gym.spaces.Box):
+                size += int(np.prod(sub.shape))
+            elif isinstance(sub, gym.spaces.Discrete):
+                size += int(sub.n)
+            elif isinstance(sub, gym.spaces.MultiBinary):
+                size += int(np.prod(sub.shape))
+            else:
+                continue
+            self._readers.append((key, sub))
+            self.parts.append(str(key) if key is not None else type(sub).__name__)
+        if not size:
+            raise ValueError(f"no numeric part in {space}; a neural learner needs Box, Discrete or MultiBinary observations")
+        self.space = gym.spaces.Box(-np.inf, np.inf, shape=(size,), dtype=np.float32)
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        chunks = []
+        for key, sub in self._readers:
+            value = obs if key is None else obs[key]
+            if isinstance(sub, gym.spaces.Discrete):
+                hot = np.zeros(int(sub.n), dtype=np.float32)
+                hot[int(value) - int(sub.start)] = 1.0
+                chunks.append(hot)
+            else:
+                chunks.append(np.asarray(value, dtype=np.float32).ravel())
+        return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
+
+
+class _Featurized(gym.ObservationWrapper):
+    def __init__(self, env: gym.Env, features: Features) -> None:
+        super().__init__(env)
+        self.features = features
+        self.observation_space = features.space
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return self.features(observation)
+
+
+@runtime_checkable
+class LoopLearner(Protocol):
+    """What the loop needs from a learner.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", is_slippery=False)
+        >>> isinstance(make_learner("qlearning", env, seed=0), LoopLearner)
+        True
+    """
+
+    kind: str
+    policy_id: str
+
+    def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
+        """Train for at least ``steps`` env steps on envs from ``make_env``; return the steps taken."""
+        ...
+
+    def policy(self) -> Any:
+        """A frozen, picklable copy of the current policy for rollouts."""
+        ...
+
+    def save(self, path: Path) -> Path:
+        """Write the learner under ``path`` (a suffix is added); return the file written."""
+        ...
+
+
+class TabularLearner:
+    """The loop's tabular Q-learner: one episode at a time, on a single env.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("FrozenLake-v1", is_slippery=False)
+        >>> learner = TabularLearner(env, seed=0)
+        >>> learner.train(lambda: envharness.wrap("FrozenLake-v1", is_slippery=False), 500, seed=0) >= 500
+        True
+    """
+
+    kind = "qlearning"
+    suffix = ".json"
+
+    def __init__(self, env: gym.Env, seed: int = 0, **params: Any) -> None:
+        self.q = QLearner(env.action_space, env.observation_space, seed=seed, **params)
+
+    @property
+    def policy_id(self) -> str:
+        return self.q.policy_id
+
+    def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
+        env = make_env()
+        taken = 0
+        self.q.training = True
+        try:
+            while taken < steps:
+                _, _, length = learn_episode(self.q, env, 0)  # the env picks the level; its seed is ignored
+                taken += length
+        finally:
+            self.q.training = False
+            env.close()
+        return taken
+
+    def policy(self) -> QLearner:
+        return copy.deepcopy(self.q)
+
+    def save(self, path: Path) -> Path:
+        target = Path(path).with_suffix(self.suffix)
+        self.q.save(str(target))
+        return target
+
+    @classmethod
+    def load(cls, path: Path, env: gym.Env) -> TabularLearner:
+        learner = cls.__new__(cls)
+        learner.q = QLearner.load(str(Path(path).with_suffix(cls.suffix)), env)
+        return learner
+
+
+class TorchPolicy:
+    """A trained actor-critic network as a policy: features in, an action out.
+
+    Stochastic by default (it samples from the policy's action distribution with its own
+    generator, seeded per episode from ``seed`` and the episode's seed), which is how a
+    PPO agent is evaluated when its greedy action can loop forever in a partially observed
+    grid; ``deterministic=True`` takes the most likely action. Picklable, so it runs on
+    every rollout backend, and independent of the model it came from.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-Random-6x6-v0")
+        >>> learner = PPOLearner(env, seed=0)
+        >>> policy = learner.policy()
+        >>> policy.reset(7)
+        >>> obs, info = env.reset(seed=7)
+        >>> policy.act(obs, info) in range(env.action_space.n)
+        True
+    """
+
+    name = "ppo"
+
+    def __init__(self, network: Any, features: Features, discrete: bool, seed: int = 0, deterministic: bool = False,
+                 policy_id: str = "ppo") -> None:
+        self.network, self.features, self.discrete = network, features, discrete
+        self.seed, self.deterministic, self.policy_id = seed, deterministic, policy_id
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None) -> None:
+        self.rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
+
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        import torch
+
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # one small forward pass per step: threads only add overhead
+        with torch.no_grad():
+            x = torch.as_tensor(self.features(obs)).unsqueeze(0)
+            dist = self.network.get_distribution(x).distribution
+            if self.discrete:
+                probs = dist.probs[0].numpy().astype(np.float64)
+                if self.deterministic:
+                    return int(np.argmax(probs))
+                return int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            mean, std = dist.mean[0].numpy(), dist.stddev[0].numpy()
+            return mean if self.deterministic else mean + std * self.rng.standard_normal(mean.shape)
+
+
+PPO_DEFAULTS: dict[str, Any] = {
+    "n_envs": 8, "n_steps": 128, "batch_size": 256, "n_epochs": 4, "learning_rate": 2.5e-4, "gamma": 0.99,
+    "gae_lambda": 0.95, "clip_range": 0.2, "ent_coef": 0.01, "net_arch": [64, 64],
+}
+
+
+class PPOLearner:
+    """Stable-Baselines3 PPO with an MLP over :class:`Features`, on ``n_envs`` mixture sub-envs.
+
+    Parameters (``PPO_DEFAULTS``, each overridable): ``n_envs`` sub-envs that share the
+    arm's level stream, PPO's ``n_steps``, ``batch_size``, ``n_epochs``, ``learning_rate``,
+    ``gamma``, ``gae_lambda``, ``clip_range``, ``ent_coef``, and the MLP's ``net_arch``.
+    Observations are not rescaled (``normalize_images=False``): MiniGrid's codes are small
+    integers. Training runs on the CPU with one torch thread; each call reseeds SB3 from
+    ``seed``, so a resumed run trains the same bits as an uninterrupted one. Rollouts use
+    :meth:`policy`, a stochastic :class:`TorchPolicy`.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-Random-6x6-v0")
+        >>> learner = PPOLearner(env, seed=0, n_envs=2, n_steps=32, batch_size=64)
+        >>> learner.train(lambda: envharness.wrap("MiniGrid-Empty-Random-6x6-v0"), 64, seed=0)
+        64
+    """
+
+    kind = "ppo"
+    suffix = ".zip"
+
+    def __init__(self, env: gym.Env, seed: int = 0, **params: Any) -> None:
+        unknown = set(params) - set(PPO_DEFAULTS)
+        if unknown:
+            raise ValueError(f"ppo: unknown parameter(s) {', '.join(sorted(unknown))}; use {', '.join(PPO_DEFAULTS)}")
+        self.params = {**PPO_DEFAULTS, **params}
+        self.seed = seed
+        self.features = Features(env.observation_space)
+        self.discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        self.model = self._build(env)
+
+    def _vec(self, factories: list[Callable[[], gym.Env]]) -> Any:
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        return DummyVecEnv([lambda make=make: _Featurized(make(), self.features) for make in factories])
+
+    def _build(self, env: gym.Env) -> Any:
+        from stable_baselines3 import PPO
+
+        p = self.params
+        # A stand-in vectorized env with the right spaces; each train() call sets the real one.
+        placeholder = self._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(p["n_envs"]))
+        with _one_thread():
+            return PPO("MlpPolicy", placeholder, n_steps=int(p["n_steps"]), batch_size=int(p["batch_size"]), n_epochs=int(p["n_epochs"]),
+                       learning_rate=float(p["learning_rate"]), gamma=float(p["gamma"]), gae_lambda=float(p["gae_lambda"]),
+                       clip_range=float(p["clip_range"]), ent_coef=float(p["ent_coef"]), seed=self.seed, device="cpu", verbose=0,
+                       policy_kwargs={"net_arch": list(p["net_arch"]), "normalize_images": False})
+
+    @property
+    def policy_id(self) -> str:
+        return f"ppo[{self.model.num_timesteps} steps]"
+
+    def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
+        vec = self._vec([make_env] * int(self.params["n_envs"]))
+        before = self.model.num_timesteps
+        try:
+            with _one_thread():
+                self.model.set_env(vec)
+                self.model.set_random_seed(int(seed))
+                self.model.learn(total_timesteps=int(steps), reset_num_timesteps=False, progress_bar=False)
+        finally:
+            vec.close()
+        return int(self.model.num_timesteps - before)
+
+    def policy(self) -> TorchPolicy:
+        source = self.model.policy
+        network = type(source)(**source._get_constructor_parameters())  # a fresh module: no optimizer, no graph
+        network.load_state_dict(source.state_dict())
+        return TorchPolicy(network.eval(), self.features, self.discrete, seed=self.seed, policy_id=self.policy_id)
+
+    def save(self, path: Path) -> Path:
+        target = Path(path).with_suffix(self.suffix)
+        tmp = target.with_name(f".{target.stem}.tmp.zip")
+        self.model.save(str(tmp))
+        meta = {"kind": "ppo", "seed": self.seed, "params": self.params}
+        target.with_suffix(".meta.json").write_text(json.dumps(meta))
+        tmp.replace(target)
+        return target
+
+    @classmethod
+    def load(cls, path: Path, env: gym.Env) -> PPOLearner:
+        from stable_baselines3 import PPO
+
+        target = Path(path).with_suffix(cls.suffix)
+        meta = json.loads(target.with_suffix(".meta.json").read_text())
+        learner = cls.__new__(cls)
+        learner.params, learner.seed = meta["params"], meta["seed"]
+        learner.features = Features(env.observation_space)
+        learner.discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        placeholder = learner._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(learner.params["n_envs"]))
+        learner.model = PPO.load(str(target), env=placeholder, device="cpu")
+        return learner
+
+
+class _Spaces(gym.Env):
+    """An env that only has spaces: what SB3 needs to build a model before training starts."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+class _one_thread:
+    """Run torch on one thread inside the block (small MLPs are slower on more), then restore."""
+
+    def __enter__(self) -> None:
+        import torch
+
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: Any) -> None:
+        import torch
+
+        torch.set_num_threads(self.before)
+
+
+def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> TabularLearner | PPOLearner:
+    """A fresh learner of ``kind`` (``qlearning`` or ``ppo``) for ``env``'s spaces."""
+    if kind == "qlearning":
+        return TabularLearner(env, seed=seed, **params)
+    if kind == "ppo":
+        try:
+            import stable_baselines3  # noqa: F401
+        except ImportError:
+            raise ValueError('--learner ppo needs Stable-Baselines3: pip install "envharness[sb3]"') from None
+        return PPOLearner(env, seed=seed, **params)
+    raise ValueError(f"--learner: got {kind!r}; use one of {', '.join(LEARNERS)}")
+
+
+def load_learner(kind: str, path: Path, env: gym.Env) -> TabularLearner | PPOLearner:
+    """Load a learner saved by :meth:`LoopLearner.save` under ``path`` (without its suffix)."""
+    return (TabularLearner if kind == "qlearning" else PPOLearner).load(path, env)
