@@ -2,6 +2,7 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 CORE := $(VENV)/.installed-core
+SB3 := $(VENV)/.installed-sb3
 FULL := $(VENV)/.installed-full
 
 .PHONY: demo test clean
@@ -14,14 +15,19 @@ $(CORE): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
 	touch $(CORE)
 
-# The test suite covers the optional extras too. torch is pinned to the CPU build first so
-# that stable-baselines3 does not pull a multi-gigabyte CUDA build.
-$(FULL): $(CORE)
+# The loop's default learner is PPO from Stable-Baselines3. torch is pinned to the CPU build
+# first so that stable-baselines3 does not pull a multi-gigabyte CUDA build.
+$(SB3): $(CORE)
 	$(VENV)/bin/python -m pip install --quiet "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet -e ".[test,sb3]"
+	touch $(SB3)
+
+# The test suite covers the optional extras too.
+$(FULL): $(SB3)
 	$(VENV)/bin/python -m pip install --quiet -e ".[test,all]"
 	touch $(FULL)
 
-demo: $(CORE)
+demo: $(SB3)
 	rm -rf runs/demo
 	$(VENV)/bin/envrigger run -o runs/demo
 	$(VENV)/bin/envrigger export runs/demo --to runs/demo/dist --package demo_envs

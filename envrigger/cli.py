@@ -250,7 +250,7 @@ def run_command(
     collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Episodes collected for diagnosis each round."),
     eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
     val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
-    candidates: int = typer.Option(6, "--candidates", min=1, help="Candidates validated per round."),
+    candidates: int = typer.Option(4, "--candidates", min=1, help="Candidates validated per round."),
     allow_seen_levels: bool = typer.Option(False, "--allow-seen-levels", help="Run on an env with few levels: held-out seeds may "
                                            "share levels with training (the result says how many)."),
     seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
@@ -308,7 +308,7 @@ def _show_round(summary: dict[str, Any]) -> None:
     arms = summary["arms"]
     scored = ", ".join(f"{arm} {v['validation']['success']:.2f}" for arm, v in arms.items())
     line = f"round {summary['round']} done: validation-level success {scored}"
-    if "rigger" in arms:
+    if "findings" in summary:  # the rigger arm diagnosed and validated this round (not in the last one)
         rejected = ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-"
         line += (f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates, "
                  f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}")

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 from pydantic import BaseModel, Field, field_validator
 
 from envharness.spec import HarnessSpec
@@ -42,7 +44,7 @@ from envrigger.diagnose import diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.learners import LEARNERS, load_learner, make_learner
 from envrigger.library import Library
-from envrigger.mixture import PLR, Curriculum, Fixed, MixtureEnv, Seeds, Uniform, first_free, random_specs
+from envrigger.mixture import PLR, Curriculum, Evidence, Fixed, MixtureEnv, Seeds, Uniform, first_free, random_specs
 from envrigger.propose import propose
 from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryError
@@ -57,15 +59,15 @@ class LoopConfig(BaseModel):
     """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run."""
 
     spec: HarnessSpec
-    learner: str = Field("qlearning", description="learner kind: qlearning or ppo")
+    learner: str = Field("ppo", description="learner kind: ppo or qlearning")
     learner_params: dict[str, Any] = Field(default_factory=dict)
     arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
     rounds: int = Field(3, ge=1, le=1000)
-    budget_steps: int = Field(20_000, ge=100, description="training steps per round, for each arm")
+    budget_steps: int = Field(50_000, ge=100, description="training steps per round, for each arm")
     collect_episodes: int = Field(60, ge=5, le=9_999)
     eval_episodes: int = Field(200, ge=10, le=100_000, description="held-out episodes (one per held-out seed), once at the end")
     val_episodes: int = Field(100, ge=10, le=100_000, description="validation-level episodes per arm and round, to pick the round")
-    candidates_per_round: int = Field(6, ge=1, le=100)
+    candidates_per_round: int = Field(4, ge=1, le=100)
     dr_pool: int = Field(16, ge=1, le=1000, description="random reshapings per round for the dr arm")
     allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
     seed: int = Field(0, ge=0)
@@ -73,8 +75,8 @@ class LoopConfig(BaseModel):
     backend: str = "process"
     band: tuple[float, float] = (0.2, 0.8)
     confidence: float = Field(0.9, gt=0.5, lt=1.0)
-    min_rollouts: int = Field(30, ge=5, le=9_999)
-    max_rollouts: int = Field(90, ge=5, le=9_999)
+    min_rollouts: int = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
+    max_rollouts: int = Field(80, ge=5, le=9_999)
     candidate_timeout_s: float = Field(300.0, gt=0)
 
     @field_validator("learner")
@@ -212,24 +214,38 @@ class _Arm:
         return out / f"{self.name}-round-{number}"
 
 
-def _rigger_round(out: Path, workdir: Path, config: LoopConfig, library: Library, learner: Any, number: int,
-                  reserved: set[str], spaces: tuple[Any, Any], log: Callable[[str], None]) -> dict[str, Any]:
-    """Collect, diagnose, propose, validate and admit; what the rigger arm does before it trains."""
+def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: Any, number: int, reserved: set[str],
+                  spaces: tuple[Any, Any], evidence: Evidence, log: Callable[[str], None]) -> dict[str, Any]:
+    """Diagnose, propose, validate and admit, after the rigger arm trained this round; admissions train from the next round.
+
+    The diagnosis reads the learner's own last training episodes on the original env; only
+    if there are fewer than ``collect_episodes`` of them are the rest collected fresh.
+    """
     base = config.spec
     rng = np.random.default_rng([config.seed, number])
-    collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved,
-                               config.collect_episodes)
-    log(f"round {number}: collecting {len(collect_seeds)} episodes")
     policy = learner.policy()
-    collected = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "collect")
-    table = collected.episodes_table(["length", "level_id"])
-    collect_steps = int(np.sum(table.column("length").to_numpy()))
-    diagnosis = diagnose(collected)
+    store = evidence.save(workdir / "evidence", base, policy.policy_id)
+    recorded = len(evidence.episodes)
+    missing = config.collect_episodes - recorded
+    collect_steps, collect_levels = 0, set()
+    if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
+        collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
+        log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
+        store = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "evidence")
+        table = store.episodes_table(["episode_id", "length", "level_id"])
+        fresh = table.filter(pa.compute.greater_equal(table.column("episode_id"), recorded))
+        collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
+    diagnosis = diagnose(store)
     (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
     admitted_before = [(c.hash, c.spec, c.finding) for c in library.components()]
-    proposals = propose(diagnosis, base, rng, admitted=admitted_before)
+    # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
+    proposals = propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
-    candidates = [c for c in proposals if _same_spaces(c.spec, spaces)][: config.candidates_per_round]
+    usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
+    # Mutations of admitted components (ACCEL) get up to half of the slots; catalog proposals the rest.
+    mutations = [c for c in usable if c.origin == "mutation"][: config.candidates_per_round // 2]
+    catalog = [c for c in usable if c.origin != "mutation"][: config.candidates_per_round - len(mutations)]
+    candidates = catalog + mutations
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
     validator = Validator(policy, base, workdir / "validate", config.validation())
     validation_seeds = first_free(base, range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)), reserved,
@@ -251,14 +267,16 @@ def _rigger_round(out: Path, workdir: Path, config: LoopConfig, library: Library
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
     return {
+        "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
         "collected_success": diagnosis.success_rate, "findings": [f.name for f in diagnosis.findings[:5]],
         "candidates": len(candidates), "admitted": admitted, "rejected_by": rejected,
         "collect_steps": collect_steps, "validate_steps": validator.env_steps,
-        "collect_levels": set(table.column("level_id").to_pylist()), "validate_levels": validation_levels,
+        "collect_levels": collect_levels, "validate_levels": validation_levels,
     }
 
 
-def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str]) -> dict[str, Any]:
+def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str],
+               evidence: Evidence | None = None) -> dict[str, Any]:
     seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number, reserved)
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)
@@ -267,7 +285,7 @@ def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopCo
         picks[index] += 1
 
     def make() -> MixtureEnv:
-        env = MixtureEnv(specs, sampler, seeds, on_episode=count)
+        env = MixtureEnv(specs, sampler, seeds, on_episode=count, evidence=evidence)
         envs.append(env)
         return env
 
@@ -340,15 +358,12 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         summary: dict[str, Any] = {"round": number, "arms": {}}
         for index, arm in enumerate(arms):
             spent = {"train": 0, "collect": 0, "validate": 0}
+            evidence = None
             if arm.name == "rigger":
-                rigged = _rigger_round(out, workdir, config, library, arm.learner, number, reserved, spaces, log)
-                spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
-                used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
-                used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
-                summary.update(rigged)
                 components = [c.spec for c in library.components()]
                 specs, sampler = [base, *components], Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
                 summary["library_size"], summary["library_version"] = len(components), library.version
+                evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
             elif arm.name == "dr":
                 pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
                 specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
@@ -357,9 +372,15 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
             else:
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
-            trained = _train_arm(arm, specs, sampler, config, number, reserved)
+            trained = _train_arm(arm, specs, sampler, config, number, reserved, evidence)
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             spent["train"] = trained["steps"]
+            if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
+                rigged = _rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log)
+                spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
+                used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
+                used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
+                summary.update(rigged)
             spent["total"] = spent["train"] + spent["collect"] + spent["validate"]
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
             summary["arms"][arm.name] = {"train": trained, "interaction": spent, "validation": scored}

@@ -14,8 +14,12 @@ validation or held-out evaluation is skipped before it is played.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
+from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -283,6 +287,41 @@ def random_specs(base: HarnessSpec, rng: np.random.Generator, n: int, tries: int
     return out
 
 
+class Evidence:
+    """The learner's own last ``keep`` training episodes on the original env, recorded for diagnosis.
+
+    Only episodes on env 0 (the original) that start once ``after`` training steps have
+    been taken are recorded, so the evidence shows the learner near the end of its
+    training and costs no extra interaction. :meth:`save` writes them as a run directory
+    that :func:`~envrigger.diagnose.diagnose` reads like any collected run.
+
+    Example:
+        >>> evidence = Evidence(keep=2, after=0)
+        >>> evidence.active(), len(evidence.episodes)
+        (True, 0)
+    """
+
+    def __init__(self, keep: int, after: int) -> None:
+        self.episodes: deque[tuple[Any, list[Any]]] = deque(maxlen=keep)
+        self.after, self.steps = after, 0
+
+    def active(self) -> bool:
+        return self.steps >= self.after
+
+    def save(self, path: str | Path, base: HarnessSpec, policy_id: str) -> Any:
+        from envrigger.trajectory import TrajectoryStore
+
+        store = TrajectoryStore.create(path, meta={"spec": base.model_dump(mode="json"), "spec_hash": base.hash(), "policy": policy_id,
+                                                   "source": "training episodes"})
+        episodes, steps = [], []
+        for number, (episode, records) in enumerate(self.episodes):
+            episodes.append(dataclasses.replace(episode, episode_id=number, policy_id=policy_id))
+            steps.extend(dataclasses.replace(r, episode_id=number) for r in records)
+        if episodes:
+            store.append(episodes, steps)
+        return store
+
+
 class MixtureEnv(gym.Env):
     """One Gymnasium env over several specs: each reset plays the level the sampler picks.
 
@@ -302,8 +341,11 @@ class MixtureEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, specs: list[HarnessSpec], sampler: Any, seeds: Seeds, on_episode: Callable[..., None] | None = None) -> None:
+    def __init__(self, specs: list[HarnessSpec], sampler: Any, seeds: Seeds, on_episode: Callable[..., None] | None = None,
+                 evidence: Evidence | None = None) -> None:
         self.specs, self.sampler, self.seeds, self.on_episode = list(specs), sampler, seeds, on_episode
+        self.evidence = evidence
+        self._recording: list[Any] | None = None
         self.envs: list[Any] = [None] * len(self.specs)
         first = self._env(0)
         self.observation_space, self.action_space = first.observation_space, first.action_space
@@ -327,6 +369,11 @@ class MixtureEnv(gym.Env):
                 self.refused += 1
                 continue
             self.current, self._length = (index, int(level_seed)), 0
+            self._return = 0.0
+            if self.evidence is not None and index == 0 and self.evidence.active():
+                self._recording, self._level, self._started = [], (info.get("level", {}), info.get("level_id")), time.perf_counter()
+            else:
+                self._recording = None
             info["mixture"] = {"index": index, "seed": int(level_seed)}
             return obs, info
         raise TransformError(f"{self.specs[index].env_id}: 1000 levels in a row were refused by the state transforms")
@@ -334,10 +381,27 @@ class MixtureEnv(gym.Env):
     def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
         assert self.current is not None, "reset() first"
         index, level_seed = self.current
-        obs, reward, terminated, truncated, info = self.envs[index].step(action)
+        env = self.envs[index]
+        obs, reward, terminated, truncated, info = env.step(action)
         self.steps += 1
+        if self.evidence is not None:
+            self.evidence.steps += 1
+        if self._recording is not None:
+            from envrigger.rollout import step_record
+
+            self._recording.append(step_record(0, self._length, action, obs, reward, terminated, truncated, info, env.adapter))
+            self._return += float(reward)
         self._length += 1
         if terminated or truncated:
+            if self._recording is not None and self.evidence is not None:
+                from envrigger.rollout import episode_record
+
+                level, level_id = self._level
+                spec = self.specs[0]
+                self.evidence.episodes.append((episode_record(
+                    0, spec.hash(), spec.to_json(indent=None), level_seed, "", self._recording, self._return, info["verdict"],
+                    level, level_id, None, time.perf_counter() - self._started), self._recording))
+                self._recording = None
             success = bool(info["verdict"].success)
             self.sampler.update(index, level_seed, success)
             self.episodes += 1

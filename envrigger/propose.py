@@ -96,6 +96,10 @@ def _compatible(spec: HarnessSpec) -> bool:
         env.close()
 
 
+# Catalog reshapings that can make a level easier (a start nearer the goal, a nearer goal, fewer walls).
+EASING = frozenset({"MoveAgent", "MoveGoal", "RemoveWalls"})
+
+
 def propose(
     diagnosis: Diagnosis,
     base: HarnessSpec,
@@ -104,11 +108,14 @@ def propose(
     per_finding: int = 4,
     mutations: int = 4,
     max_findings: int = 4,
+    easing_first: bool = False,
 ) -> list[Candidate]:
     """Candidates for the top findings, then mutations of admitted components; no duplicates.
 
     ``admitted`` holds (hash, spec, targeted finding) of library components. Candidates
-    already admitted (same hash) or incompatible with the env are dropped.
+    already admitted (same hash) or incompatible with the env are dropped. With
+    ``easing_first`` (the agent succeeds too rarely for a harder env to be learnable),
+    catalog candidates from :data:`EASING` transforms come first, in their own order.
     """
     admitted = list(admitted)
     seen = {h for h, _, _ in admitted} | {base.hash()}
@@ -136,6 +143,8 @@ def propose(
                           f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
                 origin="catalog",
             ))
+    if easing_first:
+        out.sort(key=lambda c: not any(t.name in EASING for t in c.added))  # stable: each group keeps its order
     for index in rng.permutation(len(admitted))[:mutations] if admitted else []:
         parent_hash, parent, parent_finding = admitted[int(index)]
         extra = parent.transforms[len(base.transforms):] or parent.transforms

@@ -139,48 +139,42 @@ def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_h
             action = policy.act(obs, info)
             obs, reward, terminated, truncated, info = env.step(action)
             done = terminated or truncated
-            inline = dumps(obs)
-            where = adapter.position() if adapter is not None else None
-            steps.append(
-                StepRecord(
-                    episode_id=episode_id,
-                    t=t,
-                    action=dumps(action),
-                    reward=float(reward),
-                    terminated=bool(terminated),
-                    truncated=bool(truncated),
-                    obs_digest=observation_digest(obs),
-                    blocked=info.get("blocked"),
-                    obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
-                    position=dumps(where) if where is not None else None,
-                    info=_info_fields(info),
-                )
-            )
+            steps.append(step_record(episode_id, t, action, obs, reward, terminated, truncated, info, adapter))
             total += float(reward)
             t += 1
         verdict = info.get("verdict")
     except Exception as exc:  # the env or the policy raised: record it, keep the run going
         error = _one_line(exc)
+    policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
+    record = episode_record(episode_id, spec_hash, spec_json, seed, policy_id, steps, total, verdict, level, level_id, error,
+                            time.perf_counter() - started)
+    return record, steps
+
+
+def step_record(episode_id: int, t: int, action: Any, obs: Any, reward: Any, terminated: bool, truncated: bool, info: dict[str, Any],
+                adapter: Any) -> StepRecord:
+    """The stored form of one step (``obs`` is the observation after it), as every recorder writes it."""
+    inline = dumps(obs)
+    where = adapter.position() if adapter is not None else None
+    return StepRecord(
+        episode_id=episode_id, t=t, action=dumps(action), reward=float(reward), terminated=bool(terminated), truncated=bool(truncated),
+        obs_digest=observation_digest(obs), blocked=info.get("blocked"), obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+        position=dumps(where) if where is not None else None, info=_info_fields(info),
+    )
+
+
+def episode_record(episode_id: int, spec_hash: str, spec_json: str, seed: int | None, policy_id: str, steps: list[StepRecord],
+                   total: float, verdict: Any, level: dict[str, Any], level_id: str | None, error: str | None,
+                   wall_time: float) -> EpisodeRecord:
+    """The stored summary of one episode from its steps and final verdict."""
     success = bool(verdict is not None and verdict.success and error is None)
     reason = "error" if error is not None else (verdict.reason if verdict is not None else "no verdict")
-    record = EpisodeRecord(
-        episode_id=episode_id,
-        spec_hash=spec_hash,
-        spec_json=spec_json,
-        seed=seed,
-        policy_id=str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__))),
-        length=len(steps),
-        return_=total,
-        success=success,
-        score=float(verdict.score) if verdict is not None and error is None else 0.0,
-        reason=reason,
-        terminal_cause=None if success else reason,
-        level_features={k: float(v) for k, v in level.items()},
-        level_id=level_id,
-        error=error,
-        wall_time=time.perf_counter() - started,
+    return EpisodeRecord(
+        episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=seed, policy_id=policy_id, length=len(steps),
+        return_=total, success=success, score=float(verdict.score) if verdict is not None and error is None else 0.0,
+        reason=reason, terminal_cause=None if success else reason, level_features={k: float(v) for k, v in level.items()},
+        level_id=level_id, error=error, wall_time=wall_time,
     )
-    return record, steps
 
 
 def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str) -> EpisodeRecord:

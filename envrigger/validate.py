@@ -136,9 +136,11 @@ class Validator:
 
     # -- helpers -------------------------------------------------------------------------
     def _run(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
-        store = rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers,
-                        out=self.workdir / name)
-        self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy()))
+        """Roll the agent out on ``seeds`` into run ``name`` (appending if it exists); charge the new steps."""
+        path = self.workdir / name
+        before = int(np.sum(TrajectoryStore(path).episodes_table(["length"]).column("length").to_numpy())) if (path / "run.json").is_file() else 0
+        store = rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers, out=path)
+        self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy())) - before
         return store
 
     def _played(self, env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:
@@ -224,10 +226,12 @@ class Validator:
         """The agent's success rate, with a Wilson interval, lies inside the band (adding rollouts while inconclusive)."""
         config, z = self.config, _z(self.config.confidence)
         lo_band, hi_band = config.band
-        n = config.min_rollouts
+        n, done = config.min_rollouts, 0
         while True:
             self._check_time(started)
-            store = self._run(candidate.spec, seeds[:n], f"candidate-{candidate.hash}-{n}")
+            # Each batch adds only the new seeds to the candidate's run: episodes already played are kept, not replayed.
+            store = self._run(candidate.spec, seeds[done:n], f"candidate-{candidate.hash}")
+            done = n
             wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))
             lo, hi = wilson(wins, n, z)
             stat = {"rollouts": n, "successes": wins, "rate": wins / n, "ci": [lo, hi], "band": list(config.band), "confidence": config.confidence}
@@ -238,7 +242,7 @@ class Validator:
             if n >= config.max_rollouts:
                 return GateResult(gate="learnability", passed=False, statistic={**stat, "inconclusive": True},
                                   detail="inconclusive at the rollout budget: rejected (fail closed)"), store
-            n = min(config.max_rollouts, n * 2)
+            n = min(config.max_rollouts, max(n + 1, (3 * n + 1) // 2))  # half as many again: stop soon after it is decided
 
     def targeting(self, candidate: Candidate, store: TrajectoryStore) -> GateResult:
         """The targeted weakness occurs in the candidate's rollouts (or its feature region is exercised)."""

@@ -19,7 +19,7 @@ from envharness.transforms import RuleTransform, register_transform
 from envharness.transforms.base import TRANSFORMS
 from envrigger.diagnose import diagnose
 from envrigger.library import Library
-from envrigger.loop import ARMS, COLLECT_SEED, LevelSplit, LoopConfig, run_loop
+from envrigger.loop import ARMS, COLLECT_SEED, TRAIN_SEED, LevelSplit, LoopConfig, run_loop
 from envrigger.mixture import PLR, random_specs
 from envrigger.policies import RandomPolicy
 from envrigger.propose import Candidate, propose
@@ -166,8 +166,21 @@ def test_propose_skips_moving_a_goal_the_agent_cannot_see(tmp_path):
     assert "MoveGoal" not in names and "MoveAgent" in names
 
 
-SMALL = dict(spec=LAKE, rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, val_episodes=20, candidates_per_round=3,
-             backend="serial", min_rollouts=20, max_rollouts=40, allow_seen_levels=True)
+def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
+    from envrigger.propose import EASING
+
+    report = diagnose(rollout(LAKE, "random", seeds=range(60), out=tmp_path / "lake"))
+    assert report.success_rate < 0.2
+    plain = propose(report, LAKE, np.random.default_rng(0))
+    eased = propose(report, LAKE, np.random.default_rng(0), easing_first=True)
+    assert sorted(c.hash for c in plain) == sorted(c.hash for c in eased)
+    easing = [any(t.name in EASING for t in c.added) for c in eased]
+    assert any(easing) and not all(easing) and easing == sorted(easing, reverse=True)
+    assert [any(t.name in EASING for t in c.added) for c in plain] != easing
+
+
+SMALL = dict(spec=LAKE, learner="qlearning", rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, val_episodes=20, candidates_per_round=3,
+             backend="serial", min_rollouts=20, max_rollouts=40, allow_seen_levels=True, band=(0.05, 0.95))
 DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
 
 
@@ -180,17 +193,21 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     assert components and summaries[-1]["library_size"] == len(components)
     first = components[0]
     assert {g["gate"] for g in first.gates} == {"verifier_integrity", "solvability", "learnability", "targeting", "novelty"}
-    collected = {e.seed for e in TrajectoryStore(tmp_path / "run" / "round-1" / "collect").iter_episodes()}
-    assert not collected & set(first.seeds) and min(collected) >= COLLECT_SEED
-    # Every env step is charged: the rigger arm pays for collection and validation, the original arm only trains.
+    # The diagnosis read the rigger learner's own last training episodes on the original env: no extra interaction.
+    evidence = list(TrajectoryStore(tmp_path / "run" / "round-1" / "evidence").iter_episodes())
+    assert summaries[0]["evidence"] == {"training_episodes": 30, "collected": 0} and len(evidence) == 30
+    assert all(TRAIN_SEED + 1_000_000 <= e.seed < TRAIN_SEED + 2_000_000 for e in evidence)
+    assert not {e.seed for e in evidence} & set(first.seeds)
     spent = summaries[0]["arms"]
-    collect_steps = sum(e.length for e in TrajectoryStore(tmp_path / "run" / "round-1" / "collect").iter_episodes())
     validate_steps = sum(e.length for store in (tmp_path / "run" / "round-1" / "validate").iterdir()
                          for e in TrajectoryStore(store).iter_episodes())
     rigger = spent["rigger"]["interaction"]
-    assert rigger["collect"] == collect_steps
+    assert rigger["collect"] == 0
     assert rigger["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
     assert rigger["total"] == rigger["train"] + rigger["collect"] + rigger["validate"]
+    # The last round's proposals would train nowhere: it neither diagnoses nor validates.
+    assert "admitted" not in summaries[-1] and summaries[-1]["arms"]["rigger"]["interaction"]["validate"] == 0
+    assert summaries[-1]["arms"]["rigger"]["train"]["picks"][1] > 0  # round 2 trains on round 1's admission
     original = spent["original"]["interaction"]
     assert original["collect"] == original["validate"] == 0 and original["total"] == original["train"]
     assert abs(rigger["train"] - original["train"]) < 200  # equal training budgets (whole episodes)
@@ -203,7 +220,7 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     assert not (tmp_path / "run" / "round-1" / "heldout-rigger").exists() and (tmp_path / "run" / "heldout-rigger").is_dir()
     # The fixed lake has one level: every held-out episode is on a level the arms trained on, and the run says so.
     assert final["levels"] == {"disjoint": False, "heldout": 1, "validation": 1,
-                               "overlap": {"original:train": 1, "rigger:collect": 1, "rigger:validate": 1, "rigger:train": 1}}
+                               "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:validate": 1, "rigger:train": 1}}
     assert all(r["heldout"]["seen_in_training"] == 1.0 for r in final["arms"].values())
 
 
@@ -219,13 +236,13 @@ def test_an_env_with_too_few_levels_is_refused_before_anything_is_written(tmp_pa
 
 
 def test_training_collection_and_validation_never_play_a_held_out_or_validation_level(tmp_path):
-    config = LoopConfig(spec=DOORKEY, rounds=1, budget_steps=3000, collect_episodes=10, eval_episodes=150, val_episodes=60,
+    config = LoopConfig(spec=DOORKEY, learner="qlearning", rounds=2, budget_steps=3000, collect_episodes=10, eval_episodes=150, val_episodes=60,
                         candidates_per_round=1, backend="serial", min_rollouts=10, max_rollouts=10, arms=list(ARMS))
     result = run_loop(tmp_path / "run", config)
     split = LevelSplit.model_validate_json((tmp_path / "run" / "levels.json").read_text())
     assert split.disjoint and len(split.heldout_levels) > 100
     assert not set(split.validation_levels) & set(split.heldout_levels)
-    used = json.loads((tmp_path / "run" / "levels-round-1.json").read_text())
+    used = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
     assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate"}
     reserved = set(split.heldout_levels) | set(split.validation_levels)
     for use, levels in used.items():
@@ -370,3 +387,14 @@ def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_p
     low, high = result["arms"]["rigger"]["success"]["ci"]
     assert low <= result["arms"]["rigger"]["success"]["mean"] <= high
     assert run_seeds(tmp_path / "multi", None) == result  # a finished multi-seed run resumes to the same result
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--arms", "original,bogus"], "--arms: got 'original,bogus'; give distinct arms from original,dr,plr,rigger"),
+    (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
+])
+def test_run_refuses_unknown_arms_and_learners_in_one_line(tmp_path, args, message):
+    out = subprocess.run([sys.executable, "-m", "envrigger.cli", "run", "MiniGrid-DoorKey-6x6-v0", *args, "-o", str(tmp_path / "r")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
