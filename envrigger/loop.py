@@ -207,8 +207,8 @@ def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
 class _Arm:
     """One arm's learner and level stream during a run."""
 
-    def __init__(self, name: str, learner: Any, plr: PLR | None = None) -> None:
-        self.name, self.learner, self.plr = name, learner, plr
+    def __init__(self, name: str, learner: Any, replay: PLR | None = None) -> None:
+        self.name, self.learner, self.replay = name, learner, replay
 
     def path(self, out: Path, number: int) -> Path:
         return out / f"{self.name}-round-{number}"
@@ -278,6 +278,7 @@ def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: 
 def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str],
                evidence: Evidence | None = None) -> dict[str, Any]:
     seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number, reserved)
+    replays_before = sampler.replays
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)
 
@@ -295,7 +296,7 @@ def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopCo
         seeds.close()
     return {"steps": steps, "episodes": int(picks.sum()), "picks": picks.tolist(), "levels": seeds.levels,
             "skipped_reserved": seeds.skipped, "refused": sum(e.refused for e in envs),
-            "replays": getattr(sampler, "replays", 0)}
+            "replays": sampler.replays - replays_before}
 
 
 def _load_levels(out: Path) -> dict[str, set[str]]:
@@ -343,10 +344,11 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
             learner = load_learner(config.learner, _Arm(name, None).path(out, done[-1]["round"]), probe)
         else:
             learner = make_learner(config.learner, probe, config.seed, **config.learner_params)
-        plr = PLR(np.random.default_rng([config.seed, 3])) if name == "plr" else None
-        if plr is not None and done and (out / "plr-state.json").is_file():
-            plr.restore(json.loads((out / "plr-state.json").read_text()))
-        arms.append(_Arm(name, learner, plr))
+        # The plr and rigger arms keep a replay buffer of levels across rounds (and resumes).
+        replay = PLR(np.random.default_rng([config.seed, 3 if name == "plr" else 4])) if name in ("plr", "rigger") else None
+        if replay is not None and done and (out / f"{name}-replay.json").is_file():
+            replay.restore(json.loads((out / f"{name}-replay.json").read_text()))
+        arms.append(_Arm(name, learner, replay))
     probe.close()
     summaries = list(done)
     for number in range(len(done) + 1, config.rounds + 1):
@@ -361,14 +363,17 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
             evidence = None
             if arm.name == "rigger":
                 components = [c.spec for c in library.components()]
-                specs, sampler = [base, *components], Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
+                assert arm.replay is not None
+                arm.replay.chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
+                arm.replay.n = 1 + len(components)
+                specs, sampler = [base, *components], arm.replay
                 summary["library_size"], summary["library_version"] = len(components), library.version
                 evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
             elif arm.name == "dr":
                 pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
                 specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
             elif arm.name == "plr":
-                specs, sampler = [base], arm.plr
+                specs, sampler = [base], arm.replay
             else:
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
@@ -387,9 +392,9 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         summary["wall_time"] = time.perf_counter() - started
         for arm in arms:
             arm.learner.save(arm.path(out, number))
-        plr_arm = next((a for a in arms if a.plr is not None), None)
-        if plr_arm is not None:
-            _save_json(out / "plr-state.json", plr_arm.plr.state())
+        for arm in arms:
+            if arm.replay is not None:
+                _save_json(out / f"{arm.name}-replay.json", arm.replay.state())
         _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
         library.complete_round(number, summary)  # the commit point of the round
         summaries.append(summary)

@@ -84,12 +84,14 @@ class Fixed:
     """
 
     n = 1
+    replays = 0
 
     def pick(self) -> int:
         return 0
 
-    def replay(self) -> int | None:
-        return None
+    def draw(self, fresh: Callable[[], int]) -> tuple[int, int]:
+        """The next episode's ``(env index, seed)``; ``fresh()`` issues a new training seed."""
+        return self.pick(), fresh()
 
     def update(self, index: int, seed: int, success: bool) -> None:
         pass
@@ -152,13 +154,15 @@ class Curriculum(Fixed):
 
 
 class PLR(Fixed):
-    """Prioritized level replay over the original env's seeds, prioritized by learnability.
+    """Prioritized level replay: replays the levels (env index, seed) most worth learning.
 
-    With probability ``replay_p`` (once ``min_buffer`` seeds have been played) an episode
-    replays a seen seed, drawn by rank of its score p(1-p) (p its smoothed success rate on
-    that seed; temperature ``beta``) mixed with staleness ``rho``; otherwise a fresh seed
-    is played. The buffer keeps the ``capacity`` highest-scoring seeds (Jiang et al., 2021,
-    with learnability in place of the value-loss score, which is learner-specific).
+    With probability ``replay_p`` (once ``min_buffer`` levels have been played) an episode
+    replays a seen level, drawn by rank of its score p(1-p) (p its smoothed success rate
+    there; temperature ``beta``) mixed with staleness ``rho``; otherwise a fresh seed is
+    played, on env 0 or on the env ``chooser`` picks (a :class:`Curriculum` over admitted
+    components: replay over reshaped levels too, as in ACCEL). The buffer keeps the
+    ``capacity`` most learnable levels (Jiang et al., 2021, with learnability in place of
+    the value-loss score, which is learner-specific).
 
     Example:
         >>> import numpy as np
@@ -167,54 +171,72 @@ class PLR(Fixed):
         ...     plr.update(0, seed, success=False)
         >>> plr.update(0, 11, success=True)   # sometimes solved: the most learnable
         >>> replays = [plr.replay() for _ in range(400)]
-        >>> max({10, 11, 12}, key=replays.count)
-        11
+        >>> max({(0, 10), (0, 11), (0, 12)}, key=replays.count)
+        (0, 11)
     """
 
     def __init__(self, rng: np.random.Generator, replay_p: float = 0.5, beta: float = 0.3, rho: float = 0.3,
-                 capacity: int = 2000, min_buffer: int = 50) -> None:
+                 capacity: int = 2000, min_buffer: int = 50, chooser: Any = None) -> None:
         self.rng, self.replay_p, self.beta, self.rho = rng, replay_p, beta, rho
-        self.capacity, self.min_buffer = capacity, min_buffer
-        self.wins: dict[int, float] = {}
-        self.tries: dict[int, float] = {}
-        self.last: dict[int, int] = {}
+        self.capacity, self.min_buffer, self.chooser = capacity, min_buffer, chooser
+        self.n = chooser.n if chooser is not None else 1
+        self.wins: dict[tuple[int, int], float] = {}
+        self.tries: dict[tuple[int, int], float] = {}
+        self.last: dict[tuple[int, int], int] = {}
         self.clock = 0
         self.replays = 0
 
-    def replay(self) -> int | None:
+    def replay(self) -> tuple[int, int] | None:
+        """A level to replay, or None for a fresh one."""
         self.clock += 1
         if len(self.tries) < self.min_buffer or self.rng.random() >= self.replay_p:
             return None
-        seeds = list(self.tries)
-        p = np.array([(self.wins[s] + 1) / (self.tries[s] + 2) for s in seeds])
+        levels = [key for key in self.tries if key[0] < self.n]
+        if not levels:
+            return None
+        p = np.array([(self.wins[k] + 1) / (self.tries[k] + 2) for k in levels])
         score = p * (1 - p)
-        ranks = np.empty(len(seeds))
-        ranks[np.argsort(-score, kind="stable")] = np.arange(1, len(seeds) + 1)
+        ranks = np.empty(len(levels))
+        ranks[np.argsort(-score, kind="stable")] = np.arange(1, len(levels) + 1)
         h = (1.0 / ranks) ** (1.0 / self.beta)
-        stale = np.array([self.clock - self.last[s] for s in seeds], dtype=float)
-        weights = (1 - self.rho) * h / h.sum() + self.rho * (stale / stale.sum() if stale.sum() > 0 else 1.0 / len(seeds))
-        seed = seeds[int(self.rng.choice(len(seeds), p=weights / weights.sum()))]
-        self.last[seed] = self.clock
+        stale = np.array([self.clock - self.last[k] for k in levels], dtype=float)
+        weights = (1 - self.rho) * h / h.sum() + self.rho * (stale / stale.sum() if stale.sum() > 0 else 1.0 / len(levels))
+        level = levels[int(self.rng.choice(len(levels), p=weights / weights.sum()))]
+        self.last[level] = self.clock
         self.replays += 1
-        return seed
+        return level
+
+    def draw(self, fresh: Callable[[], int]) -> tuple[int, int]:
+        level = self.replay()
+        if level is not None:
+            return level
+        return (self.chooser.pick() if self.chooser is not None else 0), fresh()
 
     def state(self) -> dict[str, Any]:
         """The buffer and the generator, as JSON-able data (:meth:`restore` reads it back)."""
-        return {"seeds": [[s, self.wins[s], self.tries[s], self.last[s]] for s in self.tries], "clock": self.clock,
-                "replays": self.replays, "rng": self.rng.bit_generator.state}
+        return {"levels": [[i, s, self.wins[(i, s)], self.tries[(i, s)], self.last[(i, s)]] for i, s in self.tries],
+                "clock": self.clock, "replays": self.replays, "rng": self.rng.bit_generator.state}
 
     def restore(self, state: dict[str, Any]) -> None:
-        for seed, wins, tries, last in state["seeds"]:
-            self.wins[int(seed)], self.tries[int(seed)], self.last[int(seed)] = float(wins), float(tries), int(last)
+        for index, seed, wins, tries, last in state["levels"]:
+            key = (int(index), int(seed))
+            self.wins[key], self.tries[key], self.last[key] = float(wins), float(tries), int(last)
         self.clock, self.replays = int(state["clock"]), int(state["replays"])
         self.rng.bit_generator.state = state["rng"]
 
     def update(self, index: int, seed: int, success: bool) -> None:
-        self.wins[seed] = self.wins.get(seed, 0.0) + success
-        self.tries[seed] = self.tries.get(seed, 0.0) + 1
-        self.last.setdefault(seed, self.clock)
-        if len(self.tries) > self.capacity:  # forget the least learnable seed
-            worst = min(self.tries, key=lambda s: ((self.wins[s] + 1) / (self.tries[s] + 2)) * (1 - (self.wins[s] + 1) / (self.tries[s] + 2)))
+        if self.chooser is not None:
+            self.chooser.update(index, seed, success)
+        key = (index, seed)
+        self.wins[key] = self.wins.get(key, 0.0) + success
+        self.tries[key] = self.tries.get(key, 0.0) + 1
+        self.last.setdefault(key, self.clock)
+        if len(self.tries) > self.capacity:  # forget the least learnable level
+            def learnability(k: tuple[int, int]) -> float:
+                p = (self.wins[k] + 1) / (self.tries[k] + 2)
+                return p * (1 - p)
+
+            worst = min(self.tries, key=learnability)
             for table in (self.wins, self.tries, self.last):
                 table.pop(worst, None)
 
@@ -360,9 +382,7 @@ class MixtureEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         for _ in range(1000):
-            index = self.sampler.pick()
-            replayed = self.sampler.replay()
-            level_seed = self.seeds.next() if replayed is None else replayed
+            index, level_seed = self.sampler.draw(self.seeds.next)
             try:
                 obs, info = self._env(index).reset(seed=int(level_seed))
             except TransformError:

@@ -1,0 +1,194 @@
+"""The held-out experiment: every benchmark in ``benchmarks/suite``, every arm, several master seeds.
+
+Each benchmark is one JSON file (:class:`Benchmark`): the base env spec, the learner and
+its parameters, the arms, rounds and training steps per round, and the episode counts.
+For each benchmark this runs ``envrigger run --seeds N`` (:func:`envrigger.loop.run_seeds`)
+in ``OUT/NAME``: the arms train at equal steps on the same fresh levels; held-out and
+validation levels are disjoint from every level trained on; each arm's round is picked
+on validation levels and evaluated once on the held-out levels. Every arm x seed x
+benchmark result is kept on disk, so an interrupted run continues where it stopped.
+
+It writes ``OUT/results.json`` and ``OUT/results.md`` (held-out success per arm with a 95%
+t interval across seeds, the paired gain of ``rigger`` over each other arm, steps per
+solved held-out level and its change, env steps per arm, wall time, versions and machine
+facts) and ``OUT/NAME.png`` (validation-level success per round against training steps,
+mean and 95% band across seeds, with the final held-out result at the end).
+
+Run: ``python benchmarks/heldout.py [--only NAME ...] [--seeds 5] [-o results/heldout]``;
+``--quick`` (tiny budgets, 2 seeds, into ``results/heldout-quick``) is a smoke test of the
+whole pipeline, not a result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from envharness.spec import HarnessSpec
+from envrigger.loop import ARMS, LoopConfig, _interval, run_seeds
+
+SUITE = Path(__file__).parent / "suite"
+QUICK = {"rounds": 2, "budget_steps": 2048, "eval_episodes": 20, "val_episodes": 10, "collect_episodes": 8, "candidates_per_round": 1,
+         "min_rollouts": 6, "max_rollouts": 9, "learner_params": {"n_envs": 2, "n_steps": 128, "batch_size": 64}}
+
+
+class Benchmark(BaseModel):
+    """One benchmark of the suite, as its JSON file declares it."""
+
+    name: str
+    domain: str
+    title: str
+    spec: HarnessSpec
+    learner: str = "ppo"
+    learner_params: dict[str, Any] = Field(default_factory=dict)
+    arms: list[str] = Field(default_factory=lambda: list(ARMS))
+    rounds: int = 3
+    budget_steps: int = 50_000
+    collect_episodes: int = 60
+    eval_episodes: int = 200
+    val_episodes: int = 100
+    candidates_per_round: int = 4
+    notes: str = ""
+
+    def config(self, quick: bool = False) -> LoopConfig:
+        fields = {k: v for k, v in self.model_dump().items() if k in LoopConfig.model_fields}
+        fields["spec"] = self.spec
+        if quick:
+            fields.update(QUICK)
+        return LoopConfig(**fields)
+
+
+def load_suite(folder: Path = SUITE, only: list[str] | None = None) -> list[Benchmark]:
+    benchmarks = [Benchmark.model_validate_json(path.read_text()) for path in sorted(folder.glob("*.json"))]
+    if only:
+        unknown = set(only) - {b.name for b in benchmarks}
+        if unknown:
+            raise SystemExit(f"--only: no benchmark named {', '.join(sorted(unknown))}; have {', '.join(b.name for b in benchmarks)}")
+        benchmarks = [b for b in benchmarks if b.name in only]
+    return benchmarks
+
+
+def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
+    """Each master seed's round summaries, from its library."""
+    from envrigger.library import Library
+
+    out = {}
+    for seed_dir in sorted(where.glob("seed-*")):
+        library = Library(seed_dir / "library.db", create=False)
+        out[int(seed_dir.name.split("-")[1])] = library.rounds()
+        library.close()
+    return out
+
+
+def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log: Any = print) -> dict[str, Any]:
+    where = out / benchmark.name
+    started = time.perf_counter()
+    resume = (where / "seeds.json").is_file()
+    result = run_seeds(where, None if resume else benchmark.config(quick), seeds, log=lambda m: log(f"[{benchmark.name}] {m}"))
+    rounds = _rounds(where)
+    curves = {}
+    for arm in result["arms"]:
+        per_seed = np.array([[r["arms"][arm]["validation"]["success"] for r in rounds[s]] for s in sorted(rounds)])
+        steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
+        curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i]) for i in range(per_seed.shape[1])]}
+    return {"benchmark": benchmark.model_dump(mode="json"), "result": result, "curves": curves,
+            "wall_time_this_call": time.perf_counter() - started}
+
+
+def figure(entry: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for arm, curve in entry["curves"].items():
+        x = curve["train_steps"]
+        mean = [v["mean"] for v in curve["validation"]]
+        lo = [v["ci"][0] for v in curve["validation"]]
+        hi = [v["ci"][1] for v in curve["validation"]]
+        (line,) = ax.plot(x, mean, marker="o", label=f"{arm} (validation levels)")
+        ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), alpha=0.2, color=line.get_color())
+        held = entry["result"]["arms"][arm]["success"]
+        ax.errorbar([x[-1] * 1.04], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
+                    fmt="s", color=line.get_color(), capsize=3)
+    name = entry["benchmark"]["name"]
+    seeds = len(entry["result"]["seeds"])
+    ax.set(xlabel="training steps per arm", ylabel="success", ylim=(-0.02, 1.02),
+           title=f"{name}: validation success by round; squares: held-out, once ({seeds} seeds, 95% CI)")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for package in ("envharness", "gymnasium", "minigrid", "numpy", "stable-baselines3", "torch"):
+        try:
+            out[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            out[package] = "not installed"
+    return out
+
+
+def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    lines = ["# Held-out results", "",
+             f"{meta['seeds']} master seeds per benchmark; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
+             f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
+             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+    for entry in entries:
+        b, r = entry["benchmark"], entry["result"]
+        lines += [f"## {b['name']} — {b['domain']}", "", b["title"] + ".", "",
+                  "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) |",
+                  "|---|---|---|---|---|---|"]
+        for arm, a in r["arms"].items():
+            s, steps = a["success"], a["steps_to_success"]
+            lines.append(f"| {arm} | {s['mean']:.3f} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
+                         f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} |")
+        for arm, d in r["difference"].items():
+            change = d.get("steps_to_success_change")
+            lines.append(f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
+                         f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | |")
+        lines += ["", f"![{b['name']}]({b['name']}.png)", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="benchmark names (default: all in benchmarks/suite)")
+    parser.add_argument("--seeds", type=int, default=None, help="master seeds per benchmark (default 5; 2 with --quick)")
+    parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test of the pipeline, not a result")
+    parser.add_argument("-o", "--out", type=Path, default=None, help="results directory (default results/heldout[-quick])")
+    args = parser.parse_args(argv)
+    out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
+    seeds = args.seeds or (2 if args.quick else 5)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    entries = []
+    for benchmark in load_suite(only=args.only):
+        entry = run_benchmark(benchmark, out, seeds, args.quick)
+        figure(entry, out / f"{benchmark.name}.png")
+        entries.append(entry)
+    meta = {"seeds": seeds, "quick": args.quick, "versions": _versions(), "wall_time": time.perf_counter() - started,
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
+            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}
+    (out / "results.json").write_text(json.dumps({"meta": meta, "benchmarks": entries}, indent=2))
+    (out / "results.md").write_text(markdown(entries, meta))
+    print((out / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
