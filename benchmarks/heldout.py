@@ -68,8 +68,9 @@ class Benchmark(BaseModel):
         return LoopConfig(**fields)
 
 
-def load_suite(folder: Path = SUITE, only: list[str] | None = None) -> list[Benchmark]:
-    benchmarks = [Benchmark.model_validate_json(path.read_text()) for path in sorted(folder.glob("*.json"))]
+def load_suite(folder: Path | None = None, only: list[str] | None = None) -> list[Benchmark]:
+    """Every benchmark definition in ``folder`` (default ``benchmarks/suite``), or those named in ``only``."""
+    benchmarks = [Benchmark.model_validate_json(path.read_text()) for path in sorted((folder or SUITE).glob("*.json"))]
     if only:
         unknown = set(only) - {b.name for b in benchmarks}
         if unknown:
@@ -100,7 +101,7 @@ def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log:
     for arm in result["arms"]:
         per_seed = np.array([[r["arms"][arm]["validation"]["success"] for r in rounds[s]] for s in sorted(rounds)])
         steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
-        curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i]) for i in range(per_seed.shape[1])]}
+        curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
     return {"benchmark": benchmark.model_dump(mode="json"), "result": result, "curves": curves,
             "wall_time_this_call": time.perf_counter() - started}
 
@@ -112,7 +113,7 @@ def figure(entry: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for arm, curve in entry["curves"].items():
+    for k, (arm, curve) in enumerate(entry["curves"].items()):
         x = curve["train_steps"]
         mean = [v["mean"] for v in curve["validation"]]
         lo = [v["ci"][0] for v in curve["validation"]]
@@ -120,7 +121,7 @@ def figure(entry: dict[str, Any], path: Path) -> None:
         (line,) = ax.plot(x, mean, marker="o", label=f"{arm} (validation levels)")
         ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), alpha=0.2, color=line.get_color())
         held = entry["result"]["arms"][arm]["success"]
-        ax.errorbar([x[-1] * 1.04], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
+        ax.errorbar([x[-1] * (1.03 + 0.02 * k)], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
                     fmt="s", color=line.get_color(), capsize=3)
     name = entry["benchmark"]["name"]
     seeds = len(entry["result"]["seeds"])

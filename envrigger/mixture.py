@@ -154,15 +154,16 @@ class Curriculum(Fixed):
 
 
 class PLR(Fixed):
-    """Prioritized level replay: replays the levels (env index, seed) most worth learning.
+    """Prioritized level replay of the original env's levels, most worth learning first.
 
     With probability ``replay_p`` (once ``min_buffer`` levels have been played) an episode
-    replays a seen level, drawn by rank of its score p(1-p) (p its smoothed success rate
-    there; temperature ``beta``) mixed with staleness ``rho``; otherwise a fresh seed is
-    played, on env 0 or on the env ``chooser`` picks (a :class:`Curriculum` over admitted
-    components: replay over reshaped levels too, as in ACCEL). The buffer keeps the
+    replays a seen level of env 0 (the original), drawn by rank of its score p(1-p) (p the
+    learner's smoothed success rate there; temperature ``beta``) mixed with staleness
+    ``rho``; otherwise a fresh seed is played, on env 0 or on the env ``chooser`` picks (a
+    :class:`Curriculum` over the original and admitted components). The buffer keeps the
     ``capacity`` most learnable levels (Jiang et al., 2021, with learnability in place of
-    the value-loss score, which is learner-specific).
+    the value-loss score, which is learner-specific). Reshaped levels are never replayed:
+    replaying the easiest of them taught a learner the reshaping instead of the task.
 
     Example:
         >>> import numpy as np
@@ -191,9 +192,7 @@ class PLR(Fixed):
         self.clock += 1
         if len(self.tries) < self.min_buffer or self.rng.random() >= self.replay_p:
             return None
-        levels = [key for key in self.tries if key[0] < self.n]
-        if not levels:
-            return None
+        levels = list(self.tries)
         p = np.array([(self.wins[k] + 1) / (self.tries[k] + 2) for k in levels])
         score = p * (1 - p)
         ranks = np.empty(len(levels))
@@ -227,6 +226,8 @@ class PLR(Fixed):
     def update(self, index: int, seed: int, success: bool) -> None:
         if self.chooser is not None:
             self.chooser.update(index, seed, success)
+        if index != 0:
+            return  # only the original env's levels are replayed: reshaped levels are fresh draws of the curriculum
         key = (index, seed)
         self.wins[key] = self.wins.get(key, 0.0) + success
         self.tries[key] = self.tries.get(key, 0.0) + 1

@@ -1,0 +1,57 @@
+"""benchmarks/heldout.py: the suite's definitions are valid, and the pipeline runs end to end and resumes."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from envrigger.loop import LevelSplit
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import heldout  # noqa: E402
+
+needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None,
+                               reason="needs the sb3 extra (Stable-Baselines3 and torch)")
+
+
+def test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out():
+    suite = heldout.load_suite()
+    assert len(suite) >= 2 and len({b.name for b in suite}) == len(suite)
+    for benchmark in suite:
+        config = benchmark.config()
+        assert config.arms == ["original", "dr", "plr", "rigger"]
+        split = LevelSplit.make(benchmark.spec, config)  # refuses an env with too few levels
+        assert split.disjoint and len(split.heldout_levels) >= 0.9 * config.eval_episodes
+
+
+def test_an_unknown_benchmark_name_is_a_clear_error():
+    with pytest.raises(SystemExit, match="no benchmark named nope"):
+        heldout.load_suite(only=["nope"])
+
+
+@needs_sb3
+def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, monkeypatch):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "tiny.json").write_text(json.dumps({"name": "tiny", "domain": "hazards", "title": "a tiny smoke benchmark",
+                                                 "spec": {"env_id": "MiniGrid-Dynamic-Obstacles-Random-6x6-v0"}}))
+    monkeypatch.setattr(heldout, "SUITE", suite)
+    monkeypatch.setattr(heldout, "QUICK", {**heldout.QUICK, "rounds": 1, "budget_steps": 256, "eval_episodes": 10, "val_episodes": 10})
+    out = tmp_path / "out"
+    assert heldout.main(["--quick", "--seeds", "2", "-o", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    entry = results["benchmarks"][0]
+    assert set(entry["result"]["arms"]) == {"original", "dr", "plr", "rigger"} and entry["result"]["seeds"] == [0, 1]
+    assert set(entry["result"]["difference"]) == {"original", "dr", "plr"}
+    assert results["meta"]["versions"]["gymnasium"] and results["meta"]["machine"]["cpus"] and results["meta"]["quick"] is True
+    assert all(0.0 <= a["success"]["ci"][0] <= a["success"]["ci"][1] <= 1.0 for a in entry["result"]["arms"].values())
+    assert "| **rigger − plr** (paired) |" in (out / "results.md").read_text() and (out / "tiny.png").stat().st_size > 10_000
+    # Every arm x seed is kept: running again reads the finished runs instead of training.
+    before = {p: p.stat().st_mtime for p in out.glob("tiny/seed-*/final.json")}
+    assert heldout.main(["--quick", "--seeds", "2", "-o", str(out)]) == 0
+    assert {p: p.stat().st_mtime for p in out.glob("tiny/seed-*/final.json")} == before
+    assert json.loads((out / "results.json").read_text())["benchmarks"][0]["result"] == entry["result"]
