@@ -365,7 +365,6 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
                 components = [c.spec for c in library.components()]
                 assert arm.replay is not None
                 arm.replay.chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
-                arm.replay.n = 1 + len(components)
                 specs, sampler = [base, *components], arm.replay
                 summary["library_size"], summary["library_version"] = len(components), library.version
                 evidence = Evidence(config.collect_episodes, config.budget_steps // 2)

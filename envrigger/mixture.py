@@ -180,7 +180,6 @@ class PLR(Fixed):
                  capacity: int = 2000, min_buffer: int = 50, chooser: Any = None) -> None:
         self.rng, self.replay_p, self.beta, self.rho = rng, replay_p, beta, rho
         self.capacity, self.min_buffer, self.chooser = capacity, min_buffer, chooser
-        self.n = chooser.n if chooser is not None else 1
         self.wins: dict[tuple[int, int], float] = {}
         self.tries: dict[tuple[int, int], float] = {}
         self.last: dict[tuple[int, int], int] = {}
