@@ -246,8 +246,9 @@ def run_command(
     arms: str = typer.Option("original,rigger", "--arms", help="Comma-separated arms trained side by side at equal training steps: "
                              "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum)."),
     budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of collect -> ... -> train -> score on validation levels."),
-    collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Episodes collected for diagnosis each round."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels."),
+    collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Diagnosis evidence per round: the rigger learner's own "
+                                         "last training episodes on the original env, topped up with fresh ones if fewer."),
     eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
     val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
     candidates: int = typer.Option(4, "--candidates", min=1, help="Candidates validated per round."),
@@ -258,7 +259,7 @@ def run_command(
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
 ) -> None:
-    """Collect, diagnose, propose, validate, admit; train every arm; pick each arm's round on validation levels; evaluate held-out.
+    """Train every arm; diagnose, propose, validate and admit for the rigger arm; pick each arm's round on validation levels; evaluate held-out.
 
     Held-out and validation levels are disjoint from every level trained on (checked by
     level id); an env with too few distinct levels is refused. With --seeds N the loop
