@@ -350,7 +350,9 @@ class MixtureEnv(gym.Env):
     Several MixtureEnvs (the sub-envs of a vectorized learner) share one sampler and one
     :class:`Seeds`, so the arm's level stream is one sequence. ``on_episode`` hears
     ``(index, seed, success, length)`` at the end of every episode. A reset that a state
-    transform refuses for this seed (no valid placement) is skipped: the next level is drawn.
+    transform refuses for this seed (no valid placement) is skipped, and so is a reshaped
+    level whose own level id is reserved: the next level is drawn. The level ids of
+    reshaped levels played join ``seeds.levels`` beside the base levels.
 
     Example:
         >>> from envharness import HarnessSpec
@@ -388,6 +390,13 @@ class MixtureEnv(gym.Env):
             except TransformError:
                 self.refused += 1
                 continue
+            if index != 0:
+                # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.
+                level = "" if info.get("level_id") is None else str(info["level_id"])
+                if level in self.seeds.reserved:
+                    self.seeds.skipped += 1
+                    continue
+                self.seeds.levels.add(level)
             self.current, self._length = (index, int(level_seed)), 0
             self._return = 0.0
             if self.evidence is not None and index == 0 and self.evidence.active():

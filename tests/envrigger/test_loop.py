@@ -256,6 +256,29 @@ def test_training_collection_and_validation_never_play_a_held_out_or_validation_
         split.check({**{u: set(v) for u, v in used.items()}, "plr:train": {split.heldout_levels[0]}})
 
 
+def test_a_reshaping_that_recreates_a_reserved_level_is_not_played():
+    from envrigger.mixture import MixtureEnv, Seeds
+
+    moved = DOORKEY.extended({"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
+    recreated = moved.build().reset(seed=100)[1]["level_id"]  # pretend seed 100 reshaped is a held-out level
+    seeds = Seeds(DOORKEY, start=100, reserved={recreated})
+    assert seeds.level(100) != recreated  # its base level is free: only the reshaped level is reserved
+
+    class Reshaped:
+        replays = 0
+
+        def draw(self, fresh):
+            return 1, fresh()
+
+        def update(self, index, seed, success):
+            pass
+
+    env = MixtureEnv([DOORKEY, moved], Reshaped(), seeds)
+    _, info = env.reset()
+    assert info["mixture"] == {"index": 1, "seed": 101} and info["level_id"] != recreated
+    assert seeds.skipped == 1 and info["level_id"] in seeds.levels and recreated not in seeds.levels
+
+
 def test_every_arm_trains_on_what_it_claims_with_equal_steps(tmp_path):
     config = LoopConfig(**{**SMALL, "rounds": 1, "arms": list(ARMS), "dr_pool": 6})
     rnd = run_loop(tmp_path / "run", config)["rounds"][0]
