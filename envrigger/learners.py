@@ -256,7 +256,10 @@ class PPOLearner:
     def _vec(self, factories: list[Callable[[], gym.Env]]) -> Any:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
-        return DummyVecEnv([lambda make=make: _Featurized(make(), self.features) for make in factories])
+        def featurized(make: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+            return lambda: _Featurized(make(), self.features)
+
+        return DummyVecEnv([featurized(make) for make in factories])
 
     def _build(self, env: gym.Env) -> Any:
         from stable_baselines3 import PPO
@@ -338,7 +341,7 @@ class _one_thread:
         self.before = torch.get_num_threads()
         torch.set_num_threads(1)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         import torch
 
         torch.set_num_threads(self.before)

@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 from pydantic import BaseModel, Field, field_validator
 
 from envharness.spec import HarnessSpec
@@ -44,7 +43,17 @@ from envrigger.diagnose import diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.learners import LEARNERS, load_learner, make_learner
 from envrigger.library import Library
-from envrigger.mixture import PLR, Curriculum, Evidence, Fixed, MixtureEnv, Seeds, Uniform, first_free, random_specs
+from envrigger.mixture import (
+    PLR,
+    Curriculum,
+    Evidence,
+    Fixed,
+    MixtureEnv,
+    Seeds,
+    Uniform,
+    first_free,
+    random_specs,
+)
 from envrigger.propose import propose
 from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryError
@@ -233,7 +242,7 @@ def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: 
         log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
         store = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "evidence")
         table = store.episodes_table(["episode_id", "length", "level_id"])
-        fresh = table.filter(pa.compute.greater_equal(table.column("episode_id"), recorded))
+        fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
         collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
     diagnosis = diagnose(store)
     (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
@@ -253,7 +262,8 @@ def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: 
     probe = Seeds(base, 0)
     validation_levels = {probe.level(s) for s in validation_seeds}
     probe.close()
-    admitted, rejected = [], {}
+    admitted: list[Any] = []
+    rejected: dict[str, int] = {}
     for candidate in candidates:
         current = [(c.hash, c.spec) for c in library.components()]
         result = validator.validate(candidate, validation_seeds, current)
@@ -358,9 +368,10 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
         workdir.mkdir(parents=True)
         used = _load_levels(out)
         summary: dict[str, Any] = {"round": number, "arms": {}}
-        for index, arm in enumerate(arms):
+        for arm in arms:
             spent = {"train": 0, "collect": 0, "validate": 0}
             evidence = None
+            sampler: Fixed
             if arm.name == "rigger":
                 components = [c.spec for c in library.components()]
                 assert arm.replay is not None
@@ -372,6 +383,7 @@ def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callab
                 pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
                 specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
             elif arm.name == "plr":
+                assert arm.replay is not None
                 specs, sampler = [base], arm.replay
             else:
                 specs, sampler = [base], Fixed()

@@ -241,22 +241,22 @@ class PLR(Fixed):
                 table.pop(worst, None)
 
 
-def _draw(cls: type, rng: np.random.Generator) -> Any:
+def _draw(cls: Any, rng: np.random.Generator) -> Any:
     """An instance of catalog class ``cls`` with every bounded numeric parameter drawn uniformly.
 
     Integers and floats are drawn within their declared bounds, capped at four times the
     default (or the lower bound plus four) so a draw stays on the scale of the env.
     """
-    params = {}
+    params: dict[str, Any] = {}
     for name, field in cls.model_fields.items():
         lo, hi = _bounds(field)
         if not (math.isfinite(lo) and math.isfinite(hi)):
             continue
         default = field.default if isinstance(field.default, (int, float)) else None
         if default is not None:
-            hi = min(hi, max(4 * abs(default), lo + 4))
+            hi = min(hi, max(4.0 * abs(default), lo + 4.0))
         if field.annotation is int:
-            params[name] = int(rng.integers(int(math.ceil(lo)), int(math.floor(hi)) + 1))
+            params[name] = int(rng.integers(math.ceil(lo), math.floor(hi) + 1))
         elif field.annotation is float or (default is None and "float" in str(field.annotation)):
             params[name] = float(rng.uniform(lo, hi))
     return cls(**params)
@@ -335,7 +335,8 @@ class Evidence:
 
         store = TrajectoryStore.create(path, meta={"spec": base.model_dump(mode="json"), "spec_hash": base.hash(), "policy": policy_id,
                                                    "source": "training episodes"})
-        episodes, steps = [], []
+        episodes: list[Any] = []
+        steps: list[Any] = []
         for number, (episode, records) in enumerate(self.episodes):
             episodes.append(dataclasses.replace(episode, episode_id=number, policy_id=policy_id))
             steps.extend(dataclasses.replace(r, episode_id=number) for r in records)
@@ -456,7 +457,7 @@ def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], coun
         False
     """
     picker = Seeds(base, 0, reserved)
-    out = []
+    out: list[int] = []
     try:
         for seed in seeds:
             if len(out) >= count:
