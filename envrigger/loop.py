@@ -137,8 +137,8 @@ class LevelSplit(BaseModel):
                 val = [SELECT_SEED + i for i in range(config.val_episodes)]
                 return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val,
                            validation_levels=sorted({scan.level(s) for s in val}), disjoint=False)
-            val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes)
-            val_levels = {scan.level(s) for s in val}
+            val_levels: set[str] = set()
+            val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels)
             reserved = held | val_levels
             taken = sum(scan.level(TRAIN_SEED + i) in reserved for i in range(probe))
         finally:
@@ -257,11 +257,9 @@ def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: 
     candidates = catalog + mutations
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
     validator = Validator(policy, base, workdir / "validate", config.validation())
+    validation_levels: set[str] = set()
     validation_seeds = first_free(base, range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)), reserved,
-                                  config.max_rollouts + config.min_rollouts)
-    probe = Seeds(base, 0)
-    validation_levels = {probe.level(s) for s in validation_seeds}
-    probe.close()
+                                  config.max_rollouts + config.min_rollouts, validation_levels)
     admitted: list[Any] = []
     rejected: dict[str, int] = {}
     for candidate in candidates:

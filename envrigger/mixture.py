@@ -446,8 +446,8 @@ class MixtureEnv(gym.Env):
         self.envs = [None] * len(self.specs)
 
 
-def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], count: int) -> list[int]:
-    """The first ``count`` of ``seeds`` whose base level is not reserved.
+def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], count: int, levels: set[str] | None = None) -> list[int]:
+    """The first ``count`` of ``seeds`` whose base level is not reserved; ``levels``, if given, collects their levels.
 
     Example:
         >>> from envharness import HarnessSpec
@@ -462,8 +462,11 @@ def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], coun
         for seed in seeds:
             if len(out) >= count:
                 break
-            if not reserved or picker.level(seed) not in reserved:
+            level = picker.level(seed) if reserved or levels is not None else ""
+            if level not in reserved:
                 out.append(int(seed))
+                if levels is not None:
+                    levels.add(level)
     finally:
         picker.close()
     return out
