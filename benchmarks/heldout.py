@@ -49,6 +49,7 @@ class Benchmark(BaseModel):
     domain: str
     title: str
     spec: HarnessSpec
+    heldout_spec: HarnessSpec | None = None
     learner: str = "ppo"
     learner_params: dict[str, Any] = Field(default_factory=dict)
     arms: list[str] = Field(default_factory=lambda: list(ARMS))
@@ -62,7 +63,7 @@ class Benchmark(BaseModel):
 
     def config(self, quick: bool = False) -> LoopConfig:
         fields = {k: v for k, v in self.model_dump().items() if k in LoopConfig.model_fields}
-        fields["spec"] = self.spec
+        fields["spec"], fields["heldout_spec"] = self.spec, self.heldout_spec
         if quick:
             fields.update(QUICK)
         return LoopConfig(**fields)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
@@ -68,6 +68,9 @@ class LoopConfig(BaseModel):
     """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run."""
 
     spec: HarnessSpec
+    heldout_spec: HarnessSpec | None = Field(
+        None, description="held-out levels come from this env instead: the same env id with other level parameters "
+                          "(e.g. physics outside the training range), no transforms; validation stays on `spec`")
     learner: str = Field("ppo", description="learner kind: ppo or qlearning")
     learner_params: dict[str, Any] = Field(default_factory=dict)
     arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
@@ -103,6 +106,19 @@ class LoopConfig(BaseModel):
             raise ValueError(f"--arms: got {','.join(value)!r}; give distinct arms from {','.join(ARMS)}")
         return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
 
+    @model_validator(mode="after")
+    def _heldout_is_the_same_env(self) -> LoopConfig:
+        held = self.heldout_spec
+        if held is not None and (held.env_id != self.spec.env_id or held.transforms):
+            raise ValueError(f"heldout_spec: got {held.env_id} with {len(held.transforms)} transform(s); give {self.spec.env_id} "
+                             "with other env kwargs and no transforms, so held-out levels are judged by the same verifier")
+        return self
+
+    @property
+    def heldout_base(self) -> HarnessSpec:
+        """The env the held-out levels are drawn from: :attr:`heldout_spec`, else :attr:`spec`."""
+        return self.heldout_spec or self.spec
+
     def validation(self) -> ValidationConfig:
         return ValidationConfig(band=self.band, confidence=self.confidence, min_rollouts=self.min_rollouts,
                                 max_rollouts=max(self.max_rollouts, self.min_rollouts), timeout_s=self.candidate_timeout_s,
@@ -132,7 +148,14 @@ class LevelSplit(BaseModel):
         heldout = [EVAL_SEED + i for i in range(config.eval_episodes)]
         scan = Seeds(base, 0)
         try:
-            held = {scan.level(s) for s in heldout}
+            if config.heldout_spec is None:
+                held = {scan.level(s) for s in heldout}
+            else:
+                other = Seeds(config.heldout_spec, 0)
+                try:
+                    held = {other.level(s) for s in heldout}
+                finally:
+                    other.close()
             if config.allow_seen_levels:
                 val = [SELECT_SEED + i for i in range(config.val_episodes)]
                 return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val,
@@ -431,7 +454,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         learner = load_learner(config.learner, _Arm(name, None).path(out, best), probe)
         log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
         trained_on = used.get(f"{name}:train", set())
-        heldout = evaluate(learner.policy(), config.spec, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
+        heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
         arms[name] = {"round": best, "validation": summaries[best - 1]["arms"][name]["validation"]["success"],

@@ -41,6 +41,8 @@ STACKS = {
     "MiniGrid-LavaGapS5-v0": [MoveAgent(min_dist=1, max_dist=4), StepBudget(max_steps=60), PartialView(radius=1)],
     "MiniGrid-Fetch-5x5-N2-v0": [MoveAgent(), BlockAction(actions=[6], reason="done is disabled")],
     "Pendulum-v1": [ObservationNoise(std=0.01), StepBudget(max_steps=50)],
+    "envharness/GeneratedFrozenLake-v0": [FrozenLakeMap(add_holes=2), MoveAgent(min_dist=1, max_dist=4), ActionCost(cost=0.01), DelayObservation(steps=1)],
+    "envharness/PhysicsCartPole-v0": [PhysicsParams(force=8.0), InitialStateNoise(scale=0.03), MaskObservation(indices=[3])],
 }
 
 

@@ -16,17 +16,19 @@ from __future__ import annotations
 import gymnasium as gym
 
 from envharness.adapters.base import Adapter, grid_distances
-from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter
+from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter, PhysicsCartPoleAdapter
 from envharness.adapters.code_repair import CodeRepairAdapter
 from envharness.adapters.minigrid import MiniGridAdapter
-from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, TaxiAdapter
+from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, GeneratedFrozenLakeAdapter, TaxiAdapter
 
 ADAPTERS: list[type[Adapter]] = [
     MiniGridAdapter,
+    GeneratedFrozenLakeAdapter,  # before FrozenLakeAdapter: a subclass of its env
     FrozenLakeAdapter,
     TaxiAdapter,
     CliffWalkingAdapter,
     CartPoleAdapter,
+    PhysicsCartPoleAdapter,
     MountainCarAdapter,
     AcrobotAdapter,
     CodeRepairAdapter,
@@ -50,8 +52,10 @@ __all__ = [
     "CliffWalkingAdapter",
     "CodeRepairAdapter",
     "FrozenLakeAdapter",
+    "GeneratedFrozenLakeAdapter",
     "MiniGridAdapter",
     "MountainCarAdapter",
+    "PhysicsCartPoleAdapter",
     "TaxiAdapter",
     "adapter_for",
     "grid_distances",

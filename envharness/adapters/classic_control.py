@@ -156,6 +156,22 @@ class CartPoleAdapter(ClassicControlAdapter):
         return RUNNING
 
 
+class PhysicsCartPoleAdapter(CartPoleAdapter):
+    """:class:`~envharness.envs.generated.PhysicsCartPole`: CartPole's verifier; the level is the physics drawn at reset.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import envharness.envs
+        >>> env = gym.make("envharness/PhysicsCartPole-v0")
+        >>> adapter = PhysicsCartPoleAdapter(env)
+        >>> _ = env.reset(seed=0); adapter.begin_episode()
+        >>> round(adapter.level_features()["pole_length"], 3)
+        0.543
+    """
+
+    env_class = "PhysicsCartPole"
+
+
 class MountainCarAdapter(ClassicControlAdapter):
     """MountainCar: success is reaching the registered goal position with the registered goal velocity.
 

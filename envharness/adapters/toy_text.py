@@ -345,3 +345,35 @@ class CliffWalkingAdapter(ToyTextAdapter):
             return False
         self.raw.s = int(np.ravel_multi_index(target, self.raw.shape))
         return True
+
+
+class GeneratedFrozenLakeAdapter(FrozenLakeAdapter):
+    """:class:`~envharness.envs.generated.GeneratedFrozenLake`: a new map at every reset, observed as a grid.
+
+    The verifier is FrozenLake's (the agent on a ``G`` tile of the map the episode started
+    with). The base reset draws the level's map, so there is no original map to restore;
+    observations are the env's agent-centred view of the current (possibly edited) map.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import envharness.envs
+        >>> env = gym.make("envharness/GeneratedFrozenLake-v0")
+        >>> adapter = GeneratedFrozenLakeAdapter(env)
+        >>> _ = env.reset(seed=1); adapter.begin_episode()
+        >>> adapter.level_features()
+        {'size': 6.0, 'n_holes': 4.0, 'goal_distance': 10.0, 'slippery': 0.0}
+        >>> adapter.observe().shape
+        (15, 15, 3)
+    """
+
+    @classmethod
+    def matches(cls, raw: Any) -> bool:
+        from envharness.envs.generated import GeneratedFrozenLake
+
+        return isinstance(raw, GeneratedFrozenLake)
+
+    def on_base_reset(self) -> None:
+        self._edited = False
+
+    def observe(self) -> Any:
+        return self.raw.view()

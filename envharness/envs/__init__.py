@@ -1,7 +1,9 @@
 """Environments that ship with envharness; importing this package registers them with Gymnasium.
 
 Contains the registration of ``envharness/CodeRepair-v0`` (see
-:mod:`envharness.envs.code_repair`).
+:mod:`envharness.envs.code_repair`), and of ``envharness/GeneratedFrozenLake-v0`` and
+``envharness/PhysicsCartPole-v0``, whose levels are generated from the reset seed (see
+:mod:`envharness.envs.generated`).
 
 Example:
     >>> import gymnasium as gym
@@ -11,5 +13,8 @@ Example:
 
 import gymnasium as gym
 
+from envharness.envs import generated
+
 if "envharness/CodeRepair-v0" not in gym.registry:
     gym.register(id="envharness/CodeRepair-v0", entry_point="envharness.envs.code_repair:CodeRepairEnv", max_episode_steps=30)
+generated.register()

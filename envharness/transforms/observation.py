@@ -7,6 +7,8 @@ incoming observation space at wrap time and returns the space it emits.
 
 from __future__ import annotations
 
+import copy
+
 import string
 from collections import deque
 from typing import Any, ClassVar
@@ -195,7 +197,8 @@ class DelayObservation(ObservationTransform):
             buffer = memo["buffer"] = deque([obs] * self.steps, maxlen=self.steps)
         shown = buffer[0]
         buffer.append(obs)
-        return shown
+        # A delayed array is shown more than once (at the start, at least): each step gets its own copy.
+        return copy.deepcopy(shown) if isinstance(shown, (np.ndarray, dict)) else shown
 
 
 @register_transform

@@ -193,10 +193,12 @@ class MountainCarController:
 
 REFERENCE_SOLVERS = {
     "FrozenLakeAdapter": TabularPlanner,
+    "GeneratedFrozenLakeAdapter": TabularPlanner,
     "TaxiAdapter": TabularPlanner,
     "CliffWalkingAdapter": TabularPlanner,
     "MiniGridAdapter": MiniGridPlanner,
     "CartPoleAdapter": CartPoleController,
+    "PhysicsCartPoleAdapter": CartPoleController,
     "MountainCarAdapter": MountainCarController,
 }
 

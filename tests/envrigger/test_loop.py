@@ -437,3 +437,35 @@ def test_run_refuses_unknown_arms_and_learners_in_one_line(tmp_path, args, messa
                          capture_output=True, text=True)
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+POLE_TRAIN = {"pole_length": (0.4, 0.6), "force": (9.0, 11.0)}
+POLE_HELD = {"pole_length": (0.15, 0.25), "force": (4.0, 6.0)}
+
+
+def test_held_out_levels_can_come_from_other_level_parameters_and_nothing_is_tuned_on_them(tmp_path):
+    pole = HarnessSpec(env_id="envharness/PhysicsCartPole-v0", env_kwargs={"ranges": POLE_TRAIN})
+    held = HarnessSpec(env_id="envharness/PhysicsCartPole-v0", env_kwargs={"ranges": POLE_HELD})
+    config = LoopConfig(spec=pole, heldout_spec=held, learner="qlearning", rounds=1, budget_steps=600, collect_episodes=5, eval_episodes=10,
+                        val_episodes=10, candidates_per_round=1, backend="serial", min_rollouts=5, max_rollouts=5, arms=["original"])
+    result = run_loop(tmp_path / "run", config)
+    assert result["final"]["levels"]["overlap"] == {"original:train": 0}
+
+    def physics(store: Path) -> list[dict[str, float]]:
+        return [e.level_features for e in TrajectoryStore(store).iter_episodes()]
+
+    heldout, selection = physics(tmp_path / "run" / "heldout-original"), physics(tmp_path / "run" / "round-1" / "select-original")
+    assert len(heldout) == 10 and len(selection) == 10
+    assert all(0.15 <= f["pole_length"] <= 0.25 and 4.0 <= f["force"] <= 6.0 for f in heldout)
+    assert all(0.4 <= f["pole_length"] <= 0.6 and 9.0 <= f["force"] <= 11.0 for f in selection)  # validation: the training ranges
+    split = LevelSplit.model_validate_json((tmp_path / "run" / "levels.json").read_text())
+    assert len(split.heldout_levels) == 10 and not set(split.heldout_levels) & set(split.validation_levels)
+
+
+@pytest.mark.parametrize("held, match", [
+    (HarnessSpec(env_id="CartPole-v1"), "heldout_spec: got CartPole-v1 with 0 transform"),
+    (HarnessSpec(env_id="envharness/PhysicsCartPole-v0", transforms=[{"name": "StepBudget", "params": {"max_steps": 50}}]), "with 1 transform"),
+])
+def test_a_held_out_spec_must_be_the_same_env_without_transforms(held, match):
+    with pytest.raises(ValueError, match=match):
+        LoopConfig(spec=HarnessSpec(env_id="envharness/PhysicsCartPole-v0"), heldout_spec=held)

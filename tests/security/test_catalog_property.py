@@ -62,9 +62,9 @@ def _has_goal(raw: Any) -> bool:
     return any(c is not None and c.type == "goal" for c in raw.grid.grid)
 
 
-def _cartpole_won(raw: Any, base: tuple, steps: int) -> bool:
+def _cartpole_won(raw: Any, base: tuple, steps: int, limit: int = 500) -> bool:
     x, _, theta, _ = raw.state
-    return not base[2] and steps >= 500 and abs(theta) <= 12 * 2 * math.pi / 360 and abs(x) <= 2.4
+    return not base[2] and steps >= limit and abs(theta) <= 12 * 2 * math.pi / 360 and abs(x) <= 2.4
 
 
 # family id -> (make kwargs, the base env's own success, read from the raw env and transition)
@@ -80,6 +80,8 @@ FAMILIES: dict[str, tuple[dict[str, Any], Any]] = {
     "MountainCar-v0": ({}, lambda raw, base, n: base[2] and raw.state[0] >= 0.5),
     "Acrobot-v1": ({}, lambda raw, base, n: base[2] and -math.cos(raw.state[0]) - math.cos(raw.state[0] + raw.state[1]) > 1.0),
     "envharness/CodeRepair-v0": ({"task": "add"}, lambda raw, base, n: base[2] and base[1] == 1.0),
+    "envharness/GeneratedFrozenLake-v0": ({}, lambda raw, base, n: base[2] and raw.desc.flat[raw.s] == b"G" and base[1] > 0),
+    "envharness/PhysicsCartPole-v0": ({}, lambda raw, base, n: _cartpole_won(raw, base, n, limit=200)),
     "Pendulum-v1": ({}, lambda raw, base, n: False),
 }
 TOOLS = ["list", "view", "replace", "run_tests", "submit"]
@@ -202,7 +204,7 @@ def _check_episode(env_id: str, stack: list[Any], seed: int, slip: float) -> int
 
 # Families no reference solver plays (Fetch's missions are not goal tiles): they check that no success is invented.
 UNSOLVED = ("Pendulum-v1", "Acrobot-v1", "MiniGrid-Fetch-5x5-N2-v0")
-SLOW = {"envharness/CodeRepair-v0": 5, "CartPole-v1": 10, "Acrobot-v1": 8, "MountainCar-v0": 8}
+SLOW = {"envharness/CodeRepair-v0": 5, "CartPole-v1": 10, "envharness/PhysicsCartPole-v0": 10, "Acrobot-v1": 8, "MountainCar-v0": 8}
 
 
 @pytest.mark.parametrize("env_id", sorted(FAMILIES))
