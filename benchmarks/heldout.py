@@ -14,7 +14,8 @@ solved held-out level and its change, env steps per arm, wall time, versions and
 facts) and ``OUT/NAME.png`` (validation-level success per round against training steps,
 mean and 95% band across seeds, with the final held-out result at the end).
 
-Run: ``python benchmarks/heldout.py [--only NAME ...] [--seeds 5] [-o results/heldout]``;
+Run: ``python benchmarks/heldout.py [--only NAME ...] [--seeds 5] [-o results/heldout]``; the
+report covers every finished benchmark in ``OUT`` (``--report`` rebuilds it without training);
 ``--quick`` (tiny budgets, 2 seeds, into ``results/heldout-quick``) is a smoke test of the
 whole pipeline, not a result.
 """
@@ -92,19 +93,29 @@ def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log: Any = print) -> dict[str, Any]:
+def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log: Any = print) -> None:
+    """Train and evaluate every arm x seed of one benchmark in ``OUT/NAME`` (continuing what is already there)."""
     where = out / benchmark.name
-    started = time.perf_counter()
     resume = (where / "seeds.json").is_file()
-    result = run_seeds(where, None if resume else benchmark.config(quick), seeds, log=lambda m: log(f"[{benchmark.name}] {m}"))
+    run_seeds(where, None if resume else benchmark.config(quick), seeds, log=lambda m: log(f"[{benchmark.name}] {m}"))
+
+
+def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
+    """The finished result of one benchmark, read from ``OUT/NAME`` (None if it has not finished)."""
+    where = out / benchmark.name
+    if not (where / "result.json").is_file():
+        return None
+    result = json.loads((where / "result.json").read_text())
+    config = json.loads((where / "seeds.json").read_text())["config"]
     rounds = _rounds(where)
     curves = {}
     for arm in result["arms"]:
         per_seed = np.array([[r["arms"][arm]["validation"]["success"] for r in rounds[s]] for s in sorted(rounds)])
         steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
         curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
-    return {"benchmark": benchmark.model_dump(mode="json"), "result": result, "curves": curves,
-            "wall_time_this_call": time.perf_counter() - started}
+    wall = [sum(r["wall_time"] for r in rounds[s]) for s in sorted(rounds)]
+    return {"benchmark": benchmark.model_dump(mode="json"), "config": config, "result": result, "curves": curves,
+            "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))}}
 
 
 def figure(entry: dict[str, Any], path: Path) -> None:
@@ -145,14 +156,71 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def _aims(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's aims, checked on the means: +9 points over original on 3 benchmarks, 10% fewer steps, beat DR and PLR."""
+    gain, fewer, beat = [], [], []
+    for entry in entries:
+        r = entry["result"]
+        diff = r["difference"]
+        name = entry["benchmark"]["name"]
+        if "original" in diff:
+            if diff["original"]["mean"] >= 0.09:
+                gain.append(name)
+            change = diff["original"].get("steps_to_success_change")
+            if change is not None and change <= -0.10:
+                fewer.append(name)
+        if all(arm in diff and diff[arm]["mean"] > 0 for arm in ("dr", "plr")):
+            beat.append(name)
+    return {"gain_9_points": gain, "steps_10_percent_fewer": fewer, "beats_dr_and_plr": beat, "benchmarks": len(entries)}
+
+
+def summary(entries: list[dict[str, Any]]) -> list[str]:
+    """One row per benchmark: held-out success of each arm, the paired gains, steps and spend."""
+    lines = ["| benchmark | original | dr | plr | rigger | rigger − original (95% CI) | rigger − dr | rigger − plr | "
+             "steps per solved level vs original | rigger env steps ÷ original | wall time (loop, all seeds) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for entry in entries:
+        r = entry["result"]
+        arms, diff = r["arms"], r["difference"]
+        cells = [f"{arms[a]['success']['mean']:.3f}" if a in arms else "-" for a in ("original", "dr", "plr", "rigger")]
+
+        def gain(arm: str, with_ci: bool = False) -> str:
+            if arm not in diff:
+                return "-"
+            d = diff[arm]
+            ci = f" [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]" if with_ci else ""
+            return f"{100 * d['mean']:+.1f}{ci}"
+
+        change = diff.get("original", {}).get("steps_to_success_change")
+        ratio = (arms["rigger"]["env_steps"]["total"] / arms["original"]["env_steps"]["total"]
+                 if "rigger" in arms and "original" in arms else None)
+        lines.append(f"| {entry['benchmark']['name']} | " + " | ".join(cells) + f" | {gain('original', True)} | {gain('dr')} | "
+                     f"{gain('plr')} | {'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
+                     f"{entry['wall_time']['total'] / 60:.0f} min |")
+    aims = _aims(entries)
+    lines += ["", f"Aims (on the means): +9 points over original on {len(aims['gain_9_points'])} of {aims['benchmarks']} "
+              f"({', '.join(aims['gain_9_points']) or 'none'}; the aim is 3 of 5); at least 10% fewer steps per solved held-out level on "
+              f"{len(aims['steps_10_percent_fewer'])} ({', '.join(aims['steps_10_percent_fewer']) or 'none'}); "
+              f"beats both DR and PLR on {len(aims['beats_dr_and_plr'])} ({', '.join(aims['beats_dr_and_plr']) or 'none'})."]
+    return lines
+
+
 def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = ["# Held-out results", "",
              f"{meta['seeds']} master seeds per benchmark; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
              f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
-             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), ""]
+             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+             "Held-out success is the share of held-out levels solved (the original env's verifier), mean across master seeds; "
+             "gains are in points, paired by seed, with a 95% t interval across seeds.", "", *summary(entries), ""]
     for entry in entries:
         b, r = entry["benchmark"], entry["result"]
-        lines += [f"## {b['name']} — {b['domain']}", "", b["title"] + ".", "",
+        held = entry["config"].get("heldout_spec")
+        levels = (f"Held-out levels: {held['env_id']} with {json.dumps(held['env_kwargs'])}; training and validation levels: "
+                  f"{json.dumps(entry['config']['spec']['env_kwargs'])}." if held else
+                  "Held-out and validation levels: seeds whose levels no arm trained on (checked by level id).")
+        lines += [f"## {b['name']} — {b['domain']}", "", b["title"] + ".", "", levels,
+                  f"Budget: {entry['config']['rounds']} rounds x {entry['config']['budget_steps']:,} training steps per arm, "
+                  f"learner {entry['config']['learner']}; loop wall time {entry['wall_time']['per_seed_mean'] / 60:.1f} min per seed.", "",
                   "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) |",
                   "|---|---|---|---|---|---|"]
         for arm, a in r["arms"].items():
@@ -173,17 +241,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="master seeds per benchmark (default 5; 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test of the pipeline, not a result")
     parser.add_argument("-o", "--out", type=Path, default=None, help="results directory (default results/heldout[-quick])")
+    parser.add_argument("--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT")
     args = parser.parse_args(argv)
     out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
     seeds = args.seeds or (2 if args.quick else 5)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    for benchmark in [] if args.report else load_suite(only=args.only):
+        run_benchmark(benchmark, out, seeds, args.quick)
+    # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
-    for benchmark in load_suite(only=args.only):
-        entry = run_benchmark(benchmark, out, seeds, args.quick)
-        figure(entry, out / f"{benchmark.name}.png")
-        entries.append(entry)
-    meta = {"seeds": seeds, "quick": args.quick, "versions": _versions(), "wall_time": time.perf_counter() - started,
+    for benchmark in load_suite():
+        entry = collect(benchmark, out)
+        if entry is not None:
+            figure(entry, out / f"{benchmark.name}.png")
+            entries.append(entry)
+    meta = {"seeds": seeds, "quick": args.quick, "versions": _versions(), "wall_time_this_call": time.perf_counter() - started,
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
             "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}
     (out / "results.json").write_text(json.dumps({"meta": meta, "benchmarks": entries}, indent=2))
