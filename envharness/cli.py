@@ -35,7 +35,7 @@ console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COL
 
 
 # Typer vendors click in recent releases; find its exception bases without importing it by name.
-ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+ClickException: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 class UserError(EnvHarnessError):
@@ -44,7 +44,9 @@ class UserError(EnvHarnessError):
 
 def _split_top_level(text: str, sep: str = ",") -> list[str]:
     """Split on ``sep`` outside brackets, braces and quotes."""
-    parts, depth, quote, current = [], 0, "", []
+    parts: list[str] = []
+    current: list[str] = []
+    depth, quote = 0, ""
     for ch in text:
         if quote:
             quote = "" if ch == quote else quote
@@ -196,7 +198,8 @@ def check(
         except AssertionError as error:
             raise UserError(f"check_env: {spec_path} is not a valid Gymnasium env ({str(error).splitlines()[0] if str(error) else 'assertion failed'})") from None
     env.action_space.seed(seed)
-    lengths, successes, reasons = [], 0, Counter()
+    lengths: list[int] = []
+    successes, reasons = 0, Counter[str]()
     for i in range(episodes):
         env.reset(seed=seed + i)
         done, length = False, 0
@@ -286,7 +289,7 @@ def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[ty
         else:
             print(f"{prog}: error: {message.splitlines()[0]}", file=sys.stderr)
         return 2
-    except (EnvHarnessError, SpecError, *known) as error:
+    except (EnvHarnessError, SpecError, *known) as error:  # type: ignore[misc]  # mypy cannot see a starred tuple of exception types
         print(f"{prog}: error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
     return result if isinstance(result, int) else 0

@@ -126,8 +126,9 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             if t.kind == "state" and t.requires_state_access and not adapter.capabilities:
                 self.adapter.require("state", t.name)  # a custom edit the adapter cannot watch: refused
             self._at_wrap(t, "check", t.check, self.adapter, env.observation_space, env.action_space)
-        self._state = [t for t in built if t.kind == "state"]
-        rules = [(t, {}) for t in built if t.kind == "rule"]
+        # Typed by kind above: each list holds transforms of one kind (state, rule, observation).
+        self._state: list[Any] = [t for t in built if t.kind == "state"]
+        rules: list[tuple[Any, dict]] = [(t, {}) for t in built if t.kind == "rule"]
         for t, memo in rules:
             self._at_wrap(t, "bind", t.bind, memo, env.action_space)
         self._rules = rules
@@ -135,9 +136,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._on_transition = [(self._hook(t, "on_transition"), m) for t, m in rules if _overrides(t, "on_transition", RuleTransform)]
 
         space = env.observation_space
-        self._observers = []
-        for t in (t for t in built if t.kind == "observation"):
-            memo: dict = {}
+        self._observers: list[tuple[Any, dict]] = []
+        observers: list[Any] = [t for t in built if t.kind == "observation"]
+        for t in observers:
+            memo = {}
             out = self._at_wrap(t, "observation_space", t.observation_space, space)
             self._at_wrap(t, "bind", t.bind, memo, space)
             self._observers.append((t, memo))
@@ -176,7 +178,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._expect_unchanged(f"{transform.name}.{name}")
         return out
 
-    def _apply_state(self, transform: Transform, obs: Any, rng: np.random.Generator) -> Any:
+    def _apply_state(self, transform: Any, obs: Any, rng: np.random.Generator) -> Any:
         """One state transform, through a handle revoked when it returns.
 
         A custom one may edit the level through the handle's edits, nothing else: the handle
@@ -233,7 +235,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._rng = np.random.default_rng([seed, _STREAM])
         elif self._rng is None:
             self._rng = np.random.default_rng()
-        rng = self._rng
+        rng: Any = self._rng  # None only when there are no transforms to draw from it
         obs, info = self.env.reset(seed=seed, options=options)
         adapter = self._adapter
         adapter.on_base_reset()
@@ -349,6 +351,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             # A custom rule's action object could run code inside the base step: pass on plain data.
             action = self._plain_action(action)
             self._expect_unchanged("the action a transform returned")
+        reward: SupportsFloat
         if action.__class__ is Blocked:
             blocked = action.reason
             action, obs, reward, base_term, base_trunc = None, self._raw_obs, 0.0, False, False
@@ -404,6 +407,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._segment_verdicts = []
         self._segment_verdicts.append(finished)
         self._segment = index
+        assert self._rng is not None  # a link is a transform: the harness's stream exists
         obs, _ = self._links[index].reset(seed=int(self._rng.integers(2**31 - 1)))
         # The episode goes on: a finished segment's success is not the episode's.
         self._verdict, self._mode = RUNNING, _LINKED
@@ -413,6 +417,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def _step_linked(self, action: Any) -> tuple:
         index = self._segment
+        assert index is not None  # only called while a linked segment runs
         linked = self._links[index]
         obs, reward, terminated, truncated, info = linked.step(action)
         info = dict(info)

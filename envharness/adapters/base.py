@@ -77,10 +77,10 @@ class Adapter:
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
-        self.raw = env.unwrapped
+        self.raw: Any = env.unwrapped  # the family's own env class: adapters read its attributes
         self._features: dict[str, float] = {}
         self._layers = _layers(env)
-        self._clocks = [layer for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
+        self._clocks: list[Any] = [layer for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
         made, registered = _time_limits(env)
         if made is None and registered is None:
             registered = self.fallback_limit
@@ -184,7 +184,7 @@ class Adapter:
         return out
 
     def _watch(self, out: list[Any], index: int, obj: Any, skip: frozenset[str]) -> None:
-        cls = type(obj)
+        cls: Any = type(obj)
         # The class and everything defined on it, and the globals of the modules defining it: a method
         # patched on the class or a module function replaced shows here (compared by identity first,
         # so an untouched class compares equal at once).

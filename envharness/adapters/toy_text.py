@@ -22,7 +22,7 @@ class ToyTextAdapter(Adapter):
     """Shared by the toy-text envs: the whole state is the discrete ``s`` (plus the last action)."""
 
     family = "toy_text"
-    state_attrs = ("s", "lastaction")
+    state_attrs: tuple[str, ...] = ("s", "lastaction")
 
     def observe(self) -> Any:
         return int(self.raw.s)
@@ -223,7 +223,8 @@ class TaxiAdapter(ToyTextAdapter):
         return isinstance(raw, TaxiEnv)
 
     def _decode(self) -> tuple[int, int, int, int]:
-        return tuple(int(v) for v in self.raw.decode(self.raw.s))
+        row, col, passenger, destination = (int(v) for v in self.raw.decode(self.raw.s))
+        return row, col, passenger, destination
 
     def _encode(self, row: int, col: int, passenger: int, destination: int) -> None:
         self.raw.s = int(self.raw.encode(row, col, passenger, destination))

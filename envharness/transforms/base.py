@@ -14,7 +14,7 @@ owns, so one transform instance can serve many environments at once.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, cast
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
@@ -119,16 +119,18 @@ class Transform(BaseModel):
 
 
 def _bounds(field: Any) -> tuple[float, float]:
-    lo, hi = -math.inf, math.inf
+    lo: Any = -math.inf
+    hi: Any = math.inf
+    step = 1 if field.annotation is int else 1e-9  # a strict bound moves in by one step
     for meta in field.metadata:
         if isinstance(meta, Ge):
             lo = meta.ge
         elif isinstance(meta, Gt):
-            lo = meta.gt + (1 if field.annotation is int else 1e-9)
+            lo = cast(float, meta.gt) + step
         elif isinstance(meta, Le):
             hi = meta.le
         elif isinstance(meta, Lt):
-            hi = meta.lt - (1 if field.annotation is int else 1e-9)
+            hi = cast(float, meta.lt) - step
     return float(lo), float(hi)
 
 
