@@ -81,6 +81,23 @@ def load_suite(folder: Path | None = None, only: list[str] | None = None) -> lis
     return benchmarks
 
 
+def _per_seed(where: Path) -> list[dict[str, Any]]:
+    """Each master seed's held-out success per arm and the components its rigger arm admitted."""
+    from envrigger.library import Library
+
+    rows = []
+    for seed_dir in sorted(where.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+        final = json.loads((seed_dir / "final.json").read_text())
+        library = Library(seed_dir / "library.db", create=False)
+        admitted = [" + ".join(f"{t.name}({', '.join(f'{k}={v}' for k, v in t.params.items())})" for t in c.spec.transforms)
+                    + f" [round {c.round}, for {c.finding}]" for c in library.components()]
+        library.close()
+        rows.append({"seed": int(seed_dir.name.split("-")[1]), "admitted": admitted,
+                     "heldout": {arm: a["heldout"]["success"] for arm, a in final["arms"].items()},
+                     "round": {arm: a["round"] for arm, a in final["arms"].items()}})
+    return rows
+
+
 def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     """Each master seed's round summaries, from its library."""
     from envrigger.library import Library
@@ -115,7 +132,7 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
         curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
     wall = [sum(r["wall_time"] for r in rounds[s]) for s in sorted(rounds)]
     return {"benchmark": benchmark.model_dump(mode="json"), "config": config, "result": result, "curves": curves,
-            "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))}}
+            "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))}, "per_seed": _per_seed(where)}
 
 
 def figure(entry: dict[str, Any], path: Path) -> None:
@@ -231,6 +248,12 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             change = d.get("steps_to_success_change")
             lines.append(f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
                          f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | |")
+        arms = list(r["arms"])
+        lines += ["", "Per master seed (held-out success; the round each arm was picked at, on validation levels, in brackets):", "",
+                  "| seed | " + " | ".join(arms) + " | admitted by the rigger arm |", "|---" * (len(arms) + 2) + "|"]
+        for row in entry["per_seed"]:
+            cells = [f"{row['heldout'][a]:.3f} ({row['round'][a]})" for a in arms]
+            lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {'; '.join(row['admitted']) or 'nothing'} |")
         lines += ["", f"![{b['name']}]({b['name']}.png)", ""]
     return "\n".join(lines)
 
