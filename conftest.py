@@ -1,13 +1,22 @@
-"""Doctests that need a Docker engine skip without one, except in CI, where they must run."""
+"""Doctests that need a Docker engine, or the ``textworld`` extra, skip without it, except in CI, where they must run."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 import pytest
 
+# The doctests that play TextWorld games.
+TEXTWORLD_DOCTESTS = ("textworld_games.TextWorldEnv", "adapters.textworld.TextWorldAdapter", "reference.TextWorldSolver")
+
 
 def pytest_collection_modifyitems(config, items):
+    if not os.environ.get("CI") and importlib.util.find_spec("textworld") is None:
+        skip = pytest.mark.skip(reason='needs the textworld extra: pip install "envharness[textworld]"')
+        for item in items:
+            if item.nodeid.endswith(TEXTWORLD_DOCTESTS):
+                item.add_marker(skip)
     needs_docker = [item for item in items if "docker_backend" in item.nodeid and item.nodeid.startswith("envharness/")]
     if not needs_docker or os.environ.get("CI"):
         return

@@ -242,7 +242,7 @@ def run_command(
     output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
     resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
     learner: str = typer.Option("ppo", "--learner", help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
-                                "observation) or qlearning (tabular)."),
+                                "observation), qlearning (tabular) or textq (text games with command slots, e.g. envharness/TextWorld-v0)."),
     arms: str = typer.Option("original,rigger", "--arms", help="Comma-separated arms trained side by side at equal training steps: "
                              "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum)."),
     budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
@@ -287,12 +287,12 @@ def run_command(
                                 seed=seed, workers=workers, backend=backend)
         except ValidationError as error:
             raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
-        if learner == "ppo":
+        if learner in ("ppo", "textq"):
             from envrigger.learners import make_learner
 
             probe = spec.build()
             try:
-                make_learner("ppo", probe)  # a missing extra or an unusable observation space fails here, before the run
+                make_learner(learner, probe)  # a missing extra or an unusable observation space fails here, before the run
             finally:
                 probe.close()
     target = output or resume

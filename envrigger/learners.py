@@ -1,9 +1,10 @@
-"""Learners the loop trains: one interface for tabular Q-learning and Stable-Baselines3 PPO.
+"""Learners the loop trains: one interface for tabular Q-learning, Stable-Baselines3 PPO and text Q-learning.
 
 Contains :class:`Features` (any observation as a fixed-shape float vector), the
 :class:`LoopLearner` protocol, :class:`TabularLearner`, :class:`PPOLearner`,
 :class:`TorchPolicy` (a trained PPO network as a picklable, seeded policy for rollouts)
-and :func:`make_learner` / :func:`load_learner`.
+and :func:`make_learner` / :func:`load_learner` (which also make ``textq``, the text-game learner of
+:mod:`envrigger.textlearner`).
 
 A loop learner trains for a number of env steps on env factories (each makes a
 :class:`~envrigger.mixture.MixtureEnv`), hands out a frozen :meth:`~LoopLearner.policy`
@@ -16,7 +17,7 @@ import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -24,7 +25,10 @@ import numpy as np
 from envrigger.policies.learner import learn_episode
 from envrigger.policies.qlearning import QLearner
 
-LEARNERS = ("qlearning", "ppo")
+if TYPE_CHECKING:
+    from envrigger.textlearner import TextQLearner
+
+LEARNERS = ("qlearning", "ppo", "textq")
 
 
 class Features:
@@ -347,10 +351,14 @@ class _one_thread:
         torch.set_num_threads(self.before)
 
 
-def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> TabularLearner | PPOLearner:
-    """A fresh learner of ``kind`` (``qlearning`` or ``ppo``) for ``env``'s spaces."""
+def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> TabularLearner | PPOLearner | TextQLearner:
+    """A fresh learner of ``kind`` (``qlearning``, ``ppo`` or ``textq``) for ``env``'s spaces."""
     if kind == "qlearning":
         return TabularLearner(env, seed=seed, **params)
+    if kind == "textq":
+        from envrigger.textlearner import TextQLearner
+
+        return TextQLearner(env, seed=seed, **params)
     if kind == "ppo":
         try:
             import stable_baselines3  # noqa: F401
@@ -360,6 +368,10 @@ def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> Tabul
     raise ValueError(f"--learner: got {kind!r}; use one of {', '.join(LEARNERS)}")
 
 
-def load_learner(kind: str, path: Path, env: gym.Env) -> TabularLearner | PPOLearner:
+def load_learner(kind: str, path: Path, env: gym.Env) -> TabularLearner | PPOLearner | TextQLearner:
     """Load a learner saved by :meth:`LoopLearner.save` under ``path`` (without its suffix)."""
+    if kind == "textq":
+        from envrigger.textlearner import TextQLearner
+
+        return TextQLearner.load(path, env)
     return (TabularLearner if kind == "qlearning" else PPOLearner).load(path, env)

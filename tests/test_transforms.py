@@ -15,6 +15,7 @@ from envharness.transforms import (
     ActionSlip,
     AddLava,
     BlockTool,
+    BlockVerb,
     OpenFile,
     ToolCost,
     TruncateText,
@@ -68,6 +69,7 @@ EXAMPLES = [
     BlockTool(tools=["run_tests"]),
     ToolCost(tool="run_tests", cost=0.1),
     TruncateText(max_chars=300),
+    BlockVerb(verbs=["look", "inventory"]),
 ]
 
 

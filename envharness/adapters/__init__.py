@@ -19,6 +19,7 @@ from envharness.adapters.base import Adapter, grid_distances
 from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter, PhysicsCartPoleAdapter
 from envharness.adapters.code_repair import CodeRepairAdapter
 from envharness.adapters.minigrid import MiniGridAdapter
+from envharness.adapters.textworld import TextWorldAdapter
 from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, GeneratedFrozenLakeAdapter, TaxiAdapter
 
 ADAPTERS: list[type[Adapter]] = [
@@ -32,6 +33,7 @@ ADAPTERS: list[type[Adapter]] = [
     MountainCarAdapter,
     AcrobotAdapter,
     CodeRepairAdapter,
+    TextWorldAdapter,
 ]
 
 
@@ -57,6 +59,7 @@ __all__ = [
     "MountainCarAdapter",
     "PhysicsCartPoleAdapter",
     "TaxiAdapter",
+    "TextWorldAdapter",
     "adapter_for",
     "grid_distances",
 ]

@@ -35,7 +35,7 @@ from envharness.transforms.observation import (
     TextHint,
     TruncateText,
 )
-from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, BlockTool, RemapActions, StepBudget, TerminateOn, ToolCost
+from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, BlockTool, BlockVerb, RemapActions, StepBudget, TerminateOn, ToolCost
 from envharness.transforms.state import (
     AddLava,
     AddWalls,
@@ -61,6 +61,7 @@ __all__ = [
     "AddWalls",
     "BlockAction",
     "BlockTool",
+    "BlockVerb",
     "Blocked",
     "Chain",
     "DelayObservation",

@@ -228,7 +228,7 @@ class DropField(ObservationTransform):
 
 @register_transform
 class TruncateText(ObservationTransform):
-    """Show only the first ``max_chars`` characters of a text observation (long tool outputs).
+    """Show only the first ``max_chars`` characters of a text observation, or of its ``field`` in a Dict one.
 
     Example:
         >>> import envharness
@@ -240,11 +240,18 @@ class TruncateText(ObservationTransform):
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "loop", "timeout")
 
     max_chars: int = Field(500, ge=1, le=100_000, description="characters kept")
+    field: str = Field("text", min_length=1, max_length=100, description="the Dict field to cut (a Text observation is cut whole)")
 
     def observation_space(self, space: Any) -> Any:
+        if isinstance(space, spaces.Dict) and isinstance(space.spaces.get(self.field), spaces.Text):
+            return space
         if not isinstance(space, spaces.Text):
-            raise IncompatibleTransformError(f"TruncateText: needs a Text observation space, got {space}; use it on text envs")
+            raise IncompatibleTransformError(
+                f"TruncateText: needs a Text observation space or a Dict with a Text field {self.field!r}, got {space}; use it on text envs"
+            )
         return space
 
     def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
+        if isinstance(obs, dict):
+            return {**obs, self.field: obs[self.field][: self.max_chars]}
         return obs[: self.max_chars]

@@ -1,7 +1,8 @@
 """Rule transforms: reshape what actions are allowed, what they do, and when episodes end.
 
 Contains :class:`BlockAction`, :class:`ActionSlip`, :class:`StepBudget`,
-:class:`ActionCost`, :class:`TerminateOn` and :class:`RemapActions`. None of them can
+:class:`ActionCost`, :class:`TerminateOn` and :class:`RemapActions`; for tool calls
+:class:`BlockTool` and :class:`ToolCost`, and for text games :class:`BlockVerb`. None of them can
 change the verdict: it is computed from the base env before they see the transition.
 """
 
@@ -305,3 +306,60 @@ class ToolCost(RuleTransform):
     def on_transition(self, step: Step, memo: dict) -> None:
         if _tool_of(step.action) == self.tool:
             step.reward = float(step.reward) - self.cost
+
+
+@register_transform
+class BlockVerb(RuleTransform):
+    """Refuse listed commands that start with one of ``verbs`` (text games with command slots).
+
+    For envs whose action is an index into the newline-separated commands of the
+    observation's ``field`` (``envharness/TextWorld-v0``); the rule reads the list from the
+    base env's own observation, so it blocks the command the base env would play. A refused
+    command does not step the base env and ``info["blocked"]`` says why.
+
+    Example:
+        >>> import numpy as np
+        >>> rule, memo, rng = BlockVerb(verbs=["look"]), {}, np.random.default_rng(0)
+        >>> rule.on_reset(memo, {"text": "A room.", "commands": "go east\\nlook"}, rng)
+        >>> rule.on_action(1, memo, rng), rule.on_action(0, memo, rng)
+        (Blocked('look is not available'), 0)
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ("noop_action", "repeated_action", "loop")
+
+    verbs: list[str] = Field(default_factory=lambda: ["examine", "inventory", "look"], min_length=1, max_length=32,
+                             description="first words of the commands to refuse")
+    field: str = Field("commands", min_length=1, max_length=100, description="the observation's field listing the commands")
+    reason: str = Field("", max_length=200, description="feedback; default names the verb")
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        from gymnasium import spaces
+
+        _require_discrete("BlockVerb", action_space, [])
+        if not (isinstance(observation_space, spaces.Dict) and isinstance(observation_space.spaces.get(self.field), spaces.Text)):
+            raise IncompatibleTransformError(
+                f"BlockVerb.field: needs a Dict observation with a Text field {self.field!r} listing the commands, got "
+                f"{observation_space}; use it on text games such as envharness/TextWorld-v0"
+            )
+
+    def _listed(self, obs: Any, memo: dict) -> None:
+        memo["listed"] = str(obs[self.field]).split("\n")
+
+    def on_reset(self, memo: dict, obs: Any, rng: np.random.Generator) -> None:
+        self._listed(obs, memo)
+
+    def on_action(self, action: Any, memo: dict, rng: np.random.Generator) -> Any:
+        listed, index = memo["listed"], int(action)
+        verb = listed[index].split(" ", 1)[0].lower() if 0 <= index < len(listed) else None
+        if verb is not None and verb in self.verbs:
+            return Blocked(self.reason or f"{verb} is not available")
+        return action
+
+    def on_transition(self, step: Step, memo: dict) -> None:
+        self._listed(step.obs, memo)
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        if len(self.verbs) < 2:
+            return self
+        keep = [v for v in self.verbs if rng.random() < 0.8] or self.verbs[:1]
+        return type(self)(verbs=keep, field=self.field, reason=self.reason)

@@ -3,7 +3,8 @@
 Contains :class:`TabularPlanner` (FrozenLake, Taxi, CliffWalking: breadth-first search
 over the env's transition table), :class:`MiniGridPlanner` (breadth-first search over
 position, direction, carried key and opened doors), :class:`CartPoleController` and
-:class:`MountainCarController`, and :data:`REFERENCE_SOLVERS` keyed by adapter class.
+:class:`MountainCarController`, :class:`CodeRepairSolver`, :class:`TextWorldSolver` (a generated
+text game's own walkthrough), and :data:`REFERENCE_SOLVERS` keyed by adapter class.
 
 They read the base env's state (like a privileged planner would) and replan every step,
 so they stay correct under rule transforms such as ``ActionSlip``.
@@ -242,3 +243,37 @@ class CodeRepairSolver:
 
 
 REFERENCE_SOLVERS["CodeRepairAdapter"] = CodeRepairSolver
+
+
+class TextWorldSolver:
+    """Plays the game's own winning commands (TextWorld's ``policy_commands``), replanned every step.
+
+    Reads the base env's current walkthrough and picks that command's slot in the listed
+    commands; when the walkthrough's next command is not listed (cut by ``max_commands``)
+    it takes slot 0. Needs the ``textworld`` extra, like the env.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/TextWorld-v0", levels=[5], games_per_level=2)
+        >>> policy, (obs, info), done = TextWorldSolver(env), env.reset(seed=0), False
+        >>> while not done:
+        ...     obs, _, terminated, truncated, info = env.step(policy.act(obs, info)); done = terminated or truncated
+        >>> info["verdict"]
+        Verdict(success=True, score=1.0, reason='won the game')
+    """
+
+    name = "reference"
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+
+    def reset(self, seed: int | None) -> None:
+        pass
+
+    def act(self, obs: Any, info: dict[str, Any]) -> int:
+        raw = self.env.unwrapped
+        plan, listed = raw.policy, raw.commands
+        return listed.index(plan[0]) if plan and plan[0] in listed else 0
+
+
+REFERENCE_SOLVERS["TextWorldAdapter"] = TextWorldSolver

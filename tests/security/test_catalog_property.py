@@ -110,6 +110,8 @@ def _field_strategy(cls: type, name: str, field: Any, env: gym.Env) -> st.Search
         return st.sampled_from(["mission", "direction", "image"])
     if name in ("tool", "tools"):
         return st.sampled_from(TOOLS) if name == "tool" else st.lists(st.sampled_from(TOOLS), min_size=1, max_size=2, unique=True)
+    if name == "verbs":
+        return st.lists(st.sampled_from(["go", "take", "look"]), min_size=1, max_size=2, unique=True)
     if name == "path":
         return st.sampled_from(["", "calc.py", "test_visible.py"])
     if base_type is str:
