@@ -5,7 +5,7 @@ CORE := $(VENV)/.installed-core
 SB3 := $(VENV)/.installed-sb3
 FULL := $(VENV)/.installed-full
 
-.PHONY: demo test clean
+.PHONY: demo lint test clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "envharness needs Python 3.11+; set PYTHON=/path/to/python3.11"'
@@ -32,7 +32,13 @@ demo: $(SB3)
 	$(VENV)/bin/envrigger run -o runs/demo
 	$(VENV)/bin/envrigger export runs/demo --to runs/demo/dist --package demo_envs
 
-test: $(FULL)
+# Lint, format and type checks first: they take seconds and fail fast.
+lint: $(FULL)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy envharness
+
+test: lint
 	$(VENV)/bin/python -m pytest
 
 clean:

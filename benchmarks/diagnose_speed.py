@@ -48,7 +48,11 @@ def synthetic_run(path: Path, transitions: int, config: Config) -> TrajectorySto
     written, episode_id = 0, 0
     while written < transitions:
         lengths = rng.integers(20, 201, size=config.steps_per_part // 110)
-        lengths = lengths[np.cumsum(lengths) <= min(config.steps_per_part, transitions - written)] if written + lengths.sum() > transitions else lengths
+        lengths = (
+            lengths[np.cumsum(lengths) <= min(config.steps_per_part, transitions - written)]
+            if written + lengths.sum() > transitions
+            else lengths
+        )
         if len(lengths) == 0:
             lengths = np.array([transitions - written])
         n, k = int(lengths.sum()), len(lengths)
@@ -71,9 +75,17 @@ def synthetic_run(path: Path, transitions: int, config: Config) -> TrajectorySto
         truncated[last[(kind != 0) & (kind != 3)]] = True
         steps = pa.table(
             {
-                "episode_id": ids, "t": t, "action": actions[action], "reward": np.where(terminated, 1.0, 0.0),
-                "terminated": terminated, "truncated": truncated, "blocked": blocked, "obs_digest": digests[state],
-                "obs": pa.nulls(n, pa.string()), "position": positions[state], "info": np.full(n, "{}", dtype=object),
+                "episode_id": ids,
+                "t": t,
+                "action": actions[action],
+                "reward": np.where(terminated, 1.0, 0.0),
+                "terminated": terminated,
+                "truncated": truncated,
+                "blocked": blocked,
+                "obs_digest": digests[state],
+                "obs": pa.nulls(n, pa.string()),
+                "position": positions[state],
+                "info": np.full(n, "{}", dtype=object),
             },
             schema=STEP_SCHEMA,
         )
@@ -81,14 +93,21 @@ def synthetic_run(path: Path, transitions: int, config: Config) -> TrajectorySto
         goal = rng.integers(1, 15, size=k).astype(float)
         episodes = pa.table(
             {
-                "episode_id": np.arange(episode_id, episode_id + k), "spec_hash": np.full(k, "synthetic"),
-                "spec_json": np.full(k, '{"env_id":"synthetic"}'), "seed": np.arange(episode_id, episode_id + k),
-                "policy_id": np.full(k, "synthetic"), "length": lengths, "return": success.astype(float),
-                "success": success, "score": success.astype(float), "reason": reason,
+                "episode_id": np.arange(episode_id, episode_id + k),
+                "spec_hash": np.full(k, "synthetic"),
+                "spec_json": np.full(k, '{"env_id":"synthetic"}'),
+                "seed": np.arange(episode_id, episode_id + k),
+                "policy_id": np.full(k, "synthetic"),
+                "length": lengths,
+                "return": success.astype(float),
+                "success": success,
+                "score": success.astype(float),
+                "reason": reason,
                 "terminal_cause": np.where(success, None, reason),
                 "level_features": [[("goal_distance", g), ("n_lava", 3.0)] for g in goal],
                 "level_id": np.array([f"level-{i % 50}" for i in range(episode_id, episode_id + k)]),
-                "error": pa.nulls(k, pa.string()), "wall_time": np.zeros(k),
+                "error": pa.nulls(k, pa.string()),
+                "wall_time": np.zeros(k),
                 **{c: pa.nulls(k, pa.int64()) for c in ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")},
             },
             schema=EPISODE_SCHEMA,
@@ -128,8 +147,10 @@ def main() -> None:
     root = args.dir or Path(tempfile.mkdtemp(prefix="diag-bench-"))
     import pyarrow
 
-    print(f"python {platform.python_version()}, numpy {np.__version__}, pyarrow {pyarrow.__version__}, "
-          f"{platform.machine()}, {os.cpu_count()} cores (diagnosis pinned to 1), seed {config.seed}")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, pyarrow {pyarrow.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} cores (diagnosis pinned to 1), seed {config.seed}"
+    )
     rows = []
     for size in config.sizes:
         path = root / f"run-{size}"
@@ -140,15 +161,21 @@ def main() -> None:
         result = measure(path)
         rows.append((size, result))
     print(f"\n{'transitions':>12} {'seconds':>8} {'transitions/s':>14} {'peak MiB':>9}  findings")
-    for size, r in rows:
-        print(f"{r['steps']:>12,} {r['seconds']:>8.1f} {r['steps'] / r['seconds']:>14,.0f} {r['peak'] / 2**20:>9.0f}  {', '.join(r['findings'])}")
+    for _size, r in rows:
+        print(
+            f"{r['steps']:>12,} {r['seconds']:>8.1f} {r['steps'] / r['seconds']:>14,.0f} {r['peak'] / 2**20:>9.0f}  {', '.join(r['findings'])}"
+        )
     if len(rows) >= 2:
         (small, a), (large, b) = rows[0], rows[-1]
-        print(f"\n{large // small}x the transitions took {b['seconds'] / a['seconds']:.2f}x the time "
-              f"and {b['peak'] / a['peak']:.2f}x the peak memory")
+        print(
+            f"\n{large // small}x the transitions took {b['seconds'] / a['seconds']:.2f}x the time "
+            f"and {b['peak'] / a['peak']:.2f}x the peak memory"
+        )
     largest = rows[-1][1]
-    print(f"largest run vs targets: time {largest['seconds'] / config.target_seconds:.2f}x of {config.target_seconds:.0f} s, "
-          f"peak {largest['peak'] / 2**30 / config.target_peak_gib:.2f}x of {config.target_peak_gib:.0f} GiB")
+    print(
+        f"largest run vs targets: time {largest['seconds'] / config.target_seconds:.2f}x of {config.target_seconds:.0f} s, "
+        f"peak {largest['peak'] / 2**30 / config.target_peak_gib:.2f}x of {config.target_peak_gib:.0f} GiB"
+    )
     if args.dir is None:
         shutil.rmtree(root, ignore_errors=True)
 

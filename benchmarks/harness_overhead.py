@@ -86,8 +86,10 @@ def main(config: Config = Config()) -> None:
         for name in quiet:
             quiet[name] = min(quiet[name], time_per_step_without_resets(makers[name]()))
     ratio = quiet["Harness (no transforms)"] / quiet["bare env"]
-    print(f"steps alone (resets not timed): bare {quiet['bare env']:.3f} us, Harness (no transforms) "
-          f"{quiet['Harness (no transforms)']:.3f} us, {ratio:.3f}x")
+    print(
+        f"steps alone (resets not timed): bare {quiet['bare env']:.3f} us, Harness (no transforms) "
+        f"{quiet['Harness (no transforms)']:.3f} us, {ratio:.3f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,17 @@ from envharness.spec import HarnessSpec
 from envrigger.loop import ARMS, LoopConfig, _interval, run_seeds
 
 SUITE = Path(__file__).parent / "suite"
-QUICK = {"rounds": 2, "budget_steps": 2048, "eval_episodes": 20, "val_episodes": 10, "collect_episodes": 8, "candidates_per_round": 1,
-         "min_rollouts": 6, "max_rollouts": 9, "learner_params": {"n_envs": 2, "n_steps": 128, "batch_size": 64}}
+QUICK = {
+    "rounds": 2,
+    "budget_steps": 2048,
+    "eval_episodes": 20,
+    "val_episodes": 10,
+    "collect_episodes": 8,
+    "candidates_per_round": 1,
+    "min_rollouts": 6,
+    "max_rollouts": 9,
+    "learner_params": {"n_envs": 2, "n_steps": 128, "batch_size": 64},
+}
 
 
 class Benchmark(BaseModel):
@@ -89,12 +98,20 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
     for seed_dir in sorted(where.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
         final = json.loads((seed_dir / "final.json").read_text())
         library = Library(seed_dir / "library.db", create=False)
-        admitted = [" + ".join(f"{t.name}({', '.join(f'{k}={v}' for k, v in t.params.items())})" for t in c.spec.transforms)
-                    + f" [round {c.round}, for {c.finding}]" for c in library.components()]
+        admitted = [
+            " + ".join(f"{t.name}({', '.join(f'{k}={v}' for k, v in t.params.items())})" for t in c.spec.transforms)
+            + f" [round {c.round}, for {c.finding}]"
+            for c in library.components()
+        ]
         library.close()
-        rows.append({"seed": int(seed_dir.name.split("-")[1]), "admitted": admitted,
-                     "heldout": {arm: a["heldout"]["success"] for arm, a in final["arms"].items()},
-                     "round": {arm: a["round"] for arm, a in final["arms"].items()}})
+        rows.append(
+            {
+                "seed": int(seed_dir.name.split("-")[1]),
+                "admitted": admitted,
+                "heldout": {arm: a["heldout"]["success"] for arm, a in final["arms"].items()},
+                "round": {arm: a["round"] for arm, a in final["arms"].items()},
+            }
+        )
     return rows
 
 
@@ -131,8 +148,14 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
         steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
         curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
     wall = [sum(r["wall_time"] for r in rounds[s]) for s in sorted(rounds)]
-    return {"benchmark": benchmark.model_dump(mode="json"), "config": config, "result": result, "curves": curves,
-            "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))}, "per_seed": _per_seed(where)}
+    return {
+        "benchmark": benchmark.model_dump(mode="json"),
+        "config": config,
+        "result": result,
+        "curves": curves,
+        "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))},
+        "per_seed": _per_seed(where),
+    }
 
 
 def figure(entry: dict[str, Any], path: Path) -> None:
@@ -150,12 +173,22 @@ def figure(entry: dict[str, Any], path: Path) -> None:
         (line,) = ax.plot(x, mean, marker="o", label=f"{arm} (validation levels)")
         ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), alpha=0.2, color=line.get_color())
         held = entry["result"]["arms"][arm]["success"]
-        ax.errorbar([x[-1] * (1.03 + 0.02 * k)], [held["mean"]], yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
-                    fmt="s", color=line.get_color(), capsize=3)
+        ax.errorbar(
+            [x[-1] * (1.03 + 0.02 * k)],
+            [held["mean"]],
+            yerr=[[held["mean"] - held["ci"][0]], [held["ci"][1] - held["mean"]]],
+            fmt="s",
+            color=line.get_color(),
+            capsize=3,
+        )
     name = entry["benchmark"]["name"]
     seeds = len(entry["result"]["seeds"])
-    ax.set(xlabel="training steps per arm", ylabel="success", ylim=(-0.02, 1.02),
-           title=f"{name}: validation success by round; squares: held-out, once ({seeds} seeds, 95% CI)")
+    ax.set(
+        xlabel="training steps per arm",
+        ylabel="success",
+        ylim=(-0.02, 1.02),
+        title=f"{name}: validation success by round; squares: held-out, once ({seeds} seeds, 95% CI)",
+    )
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -191,66 +224,103 @@ def _aims(entries: list[dict[str, Any]]) -> dict[str, Any]:
     return {"gain_9_points": gain, "steps_10_percent_fewer": fewer, "beats_dr_and_plr": beat, "benchmarks": len(entries)}
 
 
+def _gain(diff: dict[str, Any], arm: str, with_ci: bool = False) -> str:
+    if arm not in diff:
+        return "-"
+    d = diff[arm]
+    ci = f" [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]" if with_ci else ""
+    return f"{100 * d['mean']:+.1f}{ci}"
+
+
 def summary(entries: list[dict[str, Any]]) -> list[str]:
     """One row per benchmark: held-out success of each arm, the paired gains, steps and spend."""
-    lines = ["| benchmark | original | dr | plr | rigger | rigger − original (95% CI) | rigger − dr | rigger − plr | "
-             "steps per solved level vs original | rigger env steps ÷ original | wall time (loop, all seeds) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| benchmark | original | dr | plr | rigger | rigger − original (95% CI) | rigger − dr | rigger − plr | "
+        "steps per solved level vs original | rigger env steps ÷ original | wall time (loop, all seeds) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for entry in entries:
         r = entry["result"]
         arms, diff = r["arms"], r["difference"]
         cells = [f"{arms[a]['success']['mean']:.3f}" if a in arms else "-" for a in ("original", "dr", "plr", "rigger")]
 
-        def gain(arm: str, with_ci: bool = False) -> str:
-            if arm not in diff:
-                return "-"
-            d = diff[arm]
-            ci = f" [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]" if with_ci else ""
-            return f"{100 * d['mean']:+.1f}{ci}"
-
         change = diff.get("original", {}).get("steps_to_success_change")
-        ratio = (arms["rigger"]["env_steps"]["total"] / arms["original"]["env_steps"]["total"]
-                 if "rigger" in arms and "original" in arms else None)
-        lines.append(f"| {entry['benchmark']['name']} | " + " | ".join(cells) + f" | {gain('original', True)} | {gain('dr')} | "
-                     f"{gain('plr')} | {'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
-                     f"{entry['wall_time']['total'] / 60:.0f} min |")
+        ratio = (
+            arms["rigger"]["env_steps"]["total"] / arms["original"]["env_steps"]["total"]
+            if "rigger" in arms and "original" in arms
+            else None
+        )
+        lines.append(
+            f"| {entry['benchmark']['name']} | " + " | ".join(cells) + f" | {_gain(diff, 'original', True)} | {_gain(diff, 'dr')} | "
+            f"{_gain(diff, 'plr')} | {'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
+            f"{entry['wall_time']['total'] / 60:.0f} min |"
+        )
     aims = _aims(entries)
-    lines += ["", f"Aims (on the means): +9 points over original on {len(aims['gain_9_points'])} of {aims['benchmarks']} "
-              f"({', '.join(aims['gain_9_points']) or 'none'}; the aim is 3 of 5); at least 10% fewer steps per solved held-out level on "
-              f"{len(aims['steps_10_percent_fewer'])} ({', '.join(aims['steps_10_percent_fewer']) or 'none'}); "
-              f"beats both DR and PLR on {len(aims['beats_dr_and_plr'])} ({', '.join(aims['beats_dr_and_plr']) or 'none'})."]
+    lines += [
+        "",
+        f"Aims (on the means): +9 points over original on {len(aims['gain_9_points'])} of {aims['benchmarks']} "
+        f"({', '.join(aims['gain_9_points']) or 'none'}; the aim is 3 of 5); at least 10% fewer steps per solved held-out level on "
+        f"{len(aims['steps_10_percent_fewer'])} ({', '.join(aims['steps_10_percent_fewer']) or 'none'}); "
+        f"beats both DR and PLR on {len(aims['beats_dr_and_plr'])} ({', '.join(aims['beats_dr_and_plr']) or 'none'}).",
+    ]
     return lines
 
 
 def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    lines = ["# Held-out results", "",
-             f"{meta['seeds']} master seeds per benchmark; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
-             f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
-             + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
-             "Held-out success is the share of held-out levels solved (the original env's verifier), mean across master seeds; "
-             "gains are in points, paired by seed, with a 95% t interval across seeds.", "", *summary(entries), ""]
+    lines = [
+        "# Held-out results",
+        "",
+        f"{meta['seeds']} master seeds per benchmark; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
+        f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
+        + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        "Held-out success is the share of held-out levels solved (the original env's verifier), mean across master seeds; "
+        "gains are in points, paired by seed, with a 95% t interval across seeds.",
+        "",
+        *summary(entries),
+        "",
+    ]
     for entry in entries:
         b, r = entry["benchmark"], entry["result"]
         held = entry["config"].get("heldout_spec")
-        levels = (f"Held-out levels: {held['env_id']} with {json.dumps(held['env_kwargs'])}; training and validation levels: "
-                  f"{json.dumps(entry['config']['spec']['env_kwargs'])}." if held else
-                  "Held-out and validation levels: seeds whose levels no arm trained on (checked by level id).")
-        lines += [f"## {b['name']} — {b['domain']}", "", b["title"] + ".", "", levels,
-                  f"Budget: {entry['config']['rounds']} rounds x {entry['config']['budget_steps']:,} training steps per arm, "
-                  f"learner {entry['config']['learner']}; loop wall time {entry['wall_time']['per_seed_mean'] / 60:.1f} min per seed.", "",
-                  "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) |",
-                  "|---|---|---|---|---|---|"]
+        levels = (
+            f"Held-out levels: {held['env_id']} with {json.dumps(held['env_kwargs'])}; training and validation levels: "
+            f"{json.dumps(entry['config']['spec']['env_kwargs'])}."
+            if held
+            else "Held-out and validation levels: seeds whose levels no arm trained on (checked by level id)."
+        )
+        lines += [
+            f"## {b['name']} — {b['domain']}",
+            "",
+            b["title"] + ".",
+            "",
+            levels,
+            f"Budget: {entry['config']['rounds']} rounds x {entry['config']['budget_steps']:,} training steps per arm, "
+            f"learner {entry['config']['learner']}; loop wall time {entry['wall_time']['per_seed_mean'] / 60:.1f} min per seed.",
+            "",
+            "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) |",
+            "|---|---|---|---|---|---|",
+        ]
         for arm, a in r["arms"].items():
             s, steps = a["success"], a["steps_to_success"]
-            lines.append(f"| {arm} | {s['mean']:.3f} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
-                         f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} |")
+            lines.append(
+                f"| {arm} | {s['mean']:.3f} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
+                f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} |"
+            )
         for arm, d in r["difference"].items():
             change = d.get("steps_to_success_change")
-            lines.append(f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
-                         f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | |")
+            lines.append(
+                f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
+                f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | |"
+            )
         arms = list(r["arms"])
-        lines += ["", "Per master seed (held-out success; the round each arm was picked at, on validation levels, in brackets):", "",
-                  "| seed | " + " | ".join(arms) + " | admitted by the rigger arm |", "|---" * (len(arms) + 2) + "|"]
+        lines += [
+            "",
+            "Per master seed (held-out success; the round each arm was picked at, on validation levels, in brackets):",
+            "",
+            "| seed | " + " | ".join(arms) + " | admitted by the rigger arm |",
+            "|---" * (len(arms) + 2) + "|",
+        ]
         for row in entry["per_seed"]:
             cells = [f"{row['heldout'][a]:.3f} ({row['round'][a]})" for a in arms]
             lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {'; '.join(row['admitted']) or 'nothing'} |")
@@ -264,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=None, help="master seeds per benchmark (default 5; 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test of the pipeline, not a result")
     parser.add_argument("-o", "--out", type=Path, default=None, help="results directory (default results/heldout[-quick])")
-    parser.add_argument("--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT")
+    parser.add_argument(
+        "--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT"
+    )
     args = parser.parse_args(argv)
     out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
     seeds = args.seeds or (2 if args.quick else 5)
@@ -279,9 +351,14 @@ def main(argv: list[str] | None = None) -> int:
         if entry is not None:
             figure(entry, out / f"{benchmark.name}.png")
             entries.append(entry)
-    meta = {"seeds": seeds, "quick": args.quick, "versions": _versions(), "wall_time_this_call": time.perf_counter() - started,
-            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
-            "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])])}
+    meta = {
+        "seeds": seeds,
+        "quick": args.quick,
+        "versions": _versions(),
+        "wall_time_this_call": time.perf_counter() - started,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+    }
     (out / "results.json").write_text(json.dumps({"meta": meta, "benchmarks": entries}, indent=2))
     (out / "results.md").write_text(markdown(entries, meta))
     print((out / "results.md").read_text())

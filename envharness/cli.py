@@ -159,9 +159,7 @@ def transforms(
     console.print(table)
 
 
-ALLOW_IMPORT_HELP = (
-    "Let a module:Env-v0 env id import MODULE (a spec is data: no module is imported without this); repeatable."
-)
+ALLOW_IMPORT_HELP = "Let a module:Env-v0 env id import MODULE (a spec is data: no module is imported without this); repeatable."
 
 
 def _read_spec(path: Path) -> Any:
@@ -196,7 +194,9 @@ def check(
         try:
             check_env(env, skip_render_check=True)
         except AssertionError as error:
-            raise UserError(f"check_env: {spec_path} is not a valid Gymnasium env ({str(error).splitlines()[0] if str(error) else 'assertion failed'})") from None
+            raise UserError(
+                f"check_env: {spec_path} is not a valid Gymnasium env ({str(error).splitlines()[0] if str(error) else 'assertion failed'})"
+            ) from None
     env.action_space.seed(seed)
     lengths: list[int] = []
     successes, reasons = 0, Counter[str]()

@@ -22,8 +22,8 @@ import gymnasium as gym
 import numpy as np
 
 from envharness.adapters import adapter_for
-from envharness.adapters.nested import NestedAdapter
 from envharness.adapters.base import digest
+from envharness.adapters.nested import NestedAdapter
 from envharness.errors import (
     EnvHarnessError,
     EnvNotFoundError,
@@ -546,8 +546,7 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         raise EnvNotFoundError(f"env id {env_id!r} needs a package that is not installed: {str(error).splitlines()[0]}") from None
     except gym.error.Error as error:
         raise EnvNotFoundError(
-            f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, "
-            "or import the package that registers it"
+            f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, or import the package that registers it"
         ) from None
     except TypeError as error:
         raise SpecError(f"env_kwargs: {env_id} rejected them ({error}); pass only arguments its constructor takes") from None
@@ -555,7 +554,9 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         raise SpecError(f"env_id: making {env_id} recursed without end; a registered spec must not contain itself") from None
     except Exception as error:  # the env's own constructor refused the arguments (ValueError, KeyError, AssertionError...)
         reason = str(error).splitlines()[0] if str(error) else ""
-        raise SpecError(f"env_kwargs: {env_id} could not be made with them ({type(error).__name__}: {reason}); check their values") from None
+        raise SpecError(
+            f"env_kwargs: {env_id} could not be made with them ({type(error).__name__}: {reason}); check their values"
+        ) from None
 
 
 def wrap(env_or_id: gym.Env | str, *transforms: Any, allow_imports: Iterable[str] = (), **make_kwargs: Any) -> Harness:

@@ -159,9 +159,7 @@ class StateHandle(AdapterView):
     def _target(self) -> Any:
         adapter = self._adapter
         if adapter is None:
-            raise TransformError(
-                f"{self._transform}: its state handle was used after apply() returned; edit the env only inside apply()"
-            )
+            raise TransformError(f"{self._transform}: its state handle was used after apply() returned; edit the env only inside apply()")
         return adapter
 
     def _edit(self, capability: str | None, edit: str, *args: Any) -> Any:
@@ -208,7 +206,9 @@ class StateHandle(AdapterView):
         names = self._target().physics_names
         unknown = sorted(set(values) - names)
         if unknown and "physics" in self.capabilities:
-            raise TransformError(f"{self._transform}: {self.env_name} has no constant {unknown[0]!r}; use one of {', '.join(sorted(names))}")
+            raise TransformError(
+                f"{self._transform}: {self.env_name} has no constant {unknown[0]!r}; use one of {', '.join(sorted(names))}"
+            )
         self._edit("physics", "set_physics", dict(values))
 
     def perturb_initial_state(self, rng: np.random.Generator, scale: float) -> None:

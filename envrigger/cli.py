@@ -20,8 +20,8 @@ from rich.table import Table
 import envharness
 from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, run_cli, write_atomically
 from envharness.cli import console as harness_console
-from envrigger.trajectory import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
+from envrigger.trajectory import TrajectoryStore
 
 app = typer.Typer(
     add_completion=False,
@@ -129,8 +129,17 @@ def collect(
     else:
         spec = HarnessSpec(env_id=spec_path)
     started = time.perf_counter()
-    store = rollout(spec, policy, seeds=range(seed, seed + episodes), backend=backend, workers=workers,
-                    policy_seed=policy_seed, out=output, progress=True, allow_imports=allow_import or ())
+    store = rollout(
+        spec,
+        policy,
+        seeds=range(seed, seed + episodes),
+        backend=backend,
+        workers=workers,
+        policy_seed=policy_seed,
+        out=output,
+        progress=True,
+        allow_imports=allow_import or (),
+    )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
 
 
@@ -241,21 +250,41 @@ def run_command(
     env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help=f"Base env (default: {DEFAULT_RUN_ENV})."),
     output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
     resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
-    learner: str = typer.Option("ppo", "--learner", help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
-                                "observation), qlearning (tabular) or textq (text games with command slots, e.g. envharness/TextWorld-v0)."),
-    arms: str = typer.Option("original,rigger", "--arms", help="Comma-separated arms trained side by side at equal training steps: "
-                             "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum)."),
+    learner: str = typer.Option(
+        "ppo",
+        "--learner",
+        help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
+        "observation), qlearning (tabular) or textq (text games with command slots, e.g. envharness/TextWorld-v0).",
+    ),
+    arms: str = typer.Option(
+        "original,rigger",
+        "--arms",
+        help="Comma-separated arms trained side by side at equal training steps: "
+        "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum).",
+    ),
     budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels."),
-    collect_episodes: int = typer.Option(60, "--collect-episodes", min=5, help="Diagnosis evidence per round: the rigger learner's own "
-                                         "last training episodes on the original env, topped up with fresh ones if fewer."),
+    rounds: int = typer.Option(
+        3, "--rounds", min=1, help="Rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels."
+    ),
+    collect_episodes: int = typer.Option(
+        60,
+        "--collect-episodes",
+        min=5,
+        help="Diagnosis evidence per round: the rigger learner's own "
+        "last training episodes on the original env, topped up with fresh ones if fewer.",
+    ),
     eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
     val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
     candidates: int = typer.Option(4, "--candidates", min=1, help="Candidates validated per round."),
-    allow_seen_levels: bool = typer.Option(False, "--allow-seen-levels", help="Run on an env with few levels: held-out seeds may "
-                                           "share levels with training (the result says how many)."),
+    allow_seen_levels: bool = typer.Option(
+        False,
+        "--allow-seen-levels",
+        help="Run on an env with few levels: held-out seeds may share levels with training (the result says how many).",
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
-    seeds: int = typer.Option(1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."),
+    seeds: int = typer.Option(
+        1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."
+    ),
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
 ) -> None:
@@ -281,10 +310,21 @@ def run_command(
         spec = _spec_from(env)
         spec.build().close()
         try:
-            config = LoopConfig(spec=spec, learner=learner, arms=[a.strip() for a in arms.split(",") if a.strip()], rounds=rounds,
-                                budget_steps=budget_steps, collect_episodes=collect_episodes, eval_episodes=eval_episodes,
-                                val_episodes=val_episodes, candidates_per_round=candidates, allow_seen_levels=allow_seen_levels,
-                                seed=seed, workers=workers, backend=backend)
+            config = LoopConfig(
+                spec=spec,
+                learner=learner,
+                arms=[a.strip() for a in arms.split(",") if a.strip()],
+                rounds=rounds,
+                budget_steps=budget_steps,
+                collect_episodes=collect_episodes,
+                eval_episodes=eval_episodes,
+                val_episodes=val_episodes,
+                candidates_per_round=candidates,
+                allow_seen_levels=allow_seen_levels,
+                seed=seed,
+                workers=workers,
+                backend=backend,
+            )
         except ValidationError as error:
             raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
         if learner in ("ppo", "textq"):
@@ -311,8 +351,10 @@ def _show_round(summary: dict[str, Any]) -> None:
     line = f"round {summary['round']} done: validation-level success {scored}"
     if "findings" in summary:  # the rigger arm diagnosed and validated this round (not in the last one)
         rejected = ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-"
-        line += (f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates, "
-                 f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}")
+        line += (
+            f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates, "
+            f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}"
+        )
     console.print(line)
 
 
@@ -323,44 +365,82 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
 def _show_final(target: Path, result: dict[str, Any]) -> None:
     final = result["final"]
     levels = final["levels"]
-    title = (f"envrigger run {target}: held-out success on the original env, {levels['heldout']} held-out levels "
-             + ("never trained on" if levels["disjoint"] else "(seen levels allowed)") + " (95% Wilson interval over episodes)")
+    title = (
+        f"envrigger run {target}: held-out success on the original env, {levels['heldout']} held-out levels "
+        + ("never trained on" if levels["disjoint"] else "(seen levels allowed)")
+        + " (95% Wilson interval over episodes)"
+    )
     table = Table(title=title)
-    for column in ("arm", "round (picked on validation)", "validation", "held-out success", "steps to success",
-                   "train steps", "env steps (all)"):
+    for column in (
+        "arm",
+        "round (picked on validation)",
+        "validation",
+        "held-out success",
+        "steps to success",
+        "train steps",
+        "env steps (all)",
+    ):
         table.add_column(column, overflow="fold")
     for arm, r in final["arms"].items():
         h, spent = r["heldout"], r["interaction"]
-        table.add_row(arm, str(r["round"]), f"{r['validation']:.2f}", f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]",
-                      _fmt(h["steps_to_success"]), f"{spent['train']:,}", f"{spent['total']:,}")
+        table.add_row(
+            arm,
+            str(r["round"]),
+            f"{r['validation']:.2f}",
+            f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]",
+            _fmt(h["steps_to_success"]),
+            f"{spent['train']:,}",
+            f"{spent['total']:,}",
+        )
     console.print(table)
     rigger = final["arms"].get("rigger")
     if rigger is not None:
         spent = rigger["interaction"]
-        console.print(f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}; "
-                      f"every arm also spent {spent['select']:,} steps on validation levels to pick its round")
+        console.print(
+            f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}; "
+            f"every arm also spent {spent['select']:,} steps on validation levels to pick its round"
+        )
     if not levels["disjoint"]:
         seen = {arm: r["heldout"].get("seen_in_training", 0) for arm, r in final["arms"].items()}
-        console.print("held-out episodes on a level the arm trained on: " + ", ".join(f"{a} {v:.0%}" for a, v in seen.items())
-                      + " (--allow-seen-levels: this is not a result on unseen levels)")
-    console.print(f"one run of one master seed: for a claim, use --seeds 5 (intervals across training seeds); library: {target / 'library.db'}")
+        console.print(
+            "held-out episodes on a level the arm trained on: "
+            + ", ".join(f"{a} {v:.0%}" for a, v in seen.items())
+            + " (--allow-seen-levels: this is not a result on unseen levels)"
+        )
+    console.print(
+        f"one run of one master seed: for a claim, use --seeds 5 (intervals across training seeds); library: {target / 'library.db'}"
+    )
 
 
 def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
     seeds = result["seeds"]
-    table = Table(title=f"envrigger run {target}: held-out success on the original env over {len(seeds)} master seeds "
-                        f"({seeds[0]}..{seeds[-1]}), mean and 95% t interval across seeds")
+    table = Table(
+        title=f"envrigger run {target}: held-out success on the original env over {len(seeds)} master seeds "
+        f"({seeds[0]}..{seeds[-1]}), mean and 95% t interval across seeds"
+    )
     for column in ("arm", "mean held-out success", "95% interval", "steps to success", "train steps", "env steps (all)"):
         table.add_column(column)
     for arm, r in result["arms"].items():
         s = r["success"]
-        table.add_row(arm, f"{s['mean']:.3f}", f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]", _fmt(r["steps_to_success"]),
-                      f"{r['env_steps']['train']:,.0f}", f"{r['env_steps']['total']:,.0f}")
+        table.add_row(
+            arm,
+            f"{s['mean']:.3f}",
+            f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]",
+            _fmt(r["steps_to_success"]),
+            f"{r['env_steps']['train']:,.0f}",
+            f"{r['env_steps']['total']:,.0f}",
+        )
     focus = result["focus"]
     for arm, d in result["difference"].items():
         change = d.get("steps_to_success_change")
-        table.add_row(f"{focus} - {arm} (paired by seed)", f"{d['mean']:+.3f}", f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]",
-                      "-" if change is None else f"{change:+.1%}", "", "")
+        table.add_row(
+            f"{focus} - {arm} (paired by seed)",
+            f"{d['mean']:+.3f}",
+            f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]",
+            "-" if change is None else f"{change:+.1%}",
+            "",
+            "",
+        )
     console.print(table)
     console.print(f"per-seed runs in {target}/seed-*; the numbers above are in {target / 'result.json'}")
 
@@ -384,8 +464,9 @@ def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="libra
     for c in library.components():
         learn = next((g for g in c.gates if g["gate"] == "learnability"), {}).get("statistic", {})
         added = ", ".join(t.name + json.dumps(t.params) for t in c.spec.transforms)
-        table.add_row(str(c.id), c.hash, c.finding, added, f"{learn.get('rate', 0):.2f} (n={learn.get('rollouts', 0)})",
-                      str(c.round), c.origin)
+        table.add_row(
+            str(c.id), c.hash, c.finding, added, f"{learn.get('rate', 0):.2f} (n={learn.get('rollouts', 0)})", str(c.round), c.origin
+        )
     console.print(table)
 
 

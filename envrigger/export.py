@@ -99,9 +99,18 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
         "library": str(library.path),
         "library_version": library.version,
         "environments": [
-            {"id": ids[c.id], "component": c.id, "hash": c.hash, "finding": c.finding, "rationale": c.rationale,
-             "origin": c.origin, "round": c.round, "agent_id": c.agent_id, "gates": c.gates,
-             "spec": json.loads(c.spec.to_json(indent=None))}
+            {
+                "id": ids[c.id],
+                "component": c.id,
+                "hash": c.hash,
+                "finding": c.finding,
+                "rationale": c.rationale,
+                "origin": c.origin,
+                "round": c.round,
+                "agent_id": c.agent_id,
+                "gates": c.gates,
+                "spec": json.loads(c.spec.to_json(indent=None)),
+            }
             for c in components
         ],
     }
@@ -110,8 +119,12 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     write_atomically(to / "registry.json", text)
     templates = Environment(keep_trailing_newline=True)
     root = to / package
-    context = {"name": package, "version": f"0.{library.version}.0", "library_version": library.version,
-               "components": [{"id": ids[c.id], "finding": c.finding, "hash": c.hash} for c in components]}
+    context = {
+        "name": package,
+        "version": f"0.{library.version}.0",
+        "library_version": library.version,
+        "components": [{"id": ids[c.id], "finding": c.finding, "hash": c.hash} for c in components],
+    }
     write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context))
     write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context))
     write_atomically(root / package / "registry.json", text)

@@ -105,8 +105,13 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
         inline = dumps(step.observation) if step.observation is not None else None
         steps.append(
             StepRecord(
-                episode_id=episode_id, t=t, action=dumps(step.action), reward=step.reward,
-                terminated=step.terminated, truncated=step.truncated, blocked=step.blocked,
+                episode_id=episode_id,
+                t=t,
+                action=dumps(step.action),
+                reward=step.reward,
+                terminated=step.terminated,
+                truncated=step.truncated,
+                blocked=step.blocked,
                 obs_digest=step.obs_digest or observation_digest(step.observation),
                 obs=inline if inline is not None and len(inline) <= OBS_INLINE_LIMIT else None,
                 position=dumps(step.position) if step.position is not None else None,
@@ -117,11 +122,21 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
     score = verdict.score if verdict.score is not None else float(verdict.success)
     reason = verdict.reason or ("success" if verdict.success else "failure")
     record = EpisodeRecord(
-        episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=episode.seed,
-        policy_id=episode.policy_id, length=len(steps), return_=sum(s.reward for s in steps),
-        success=verdict.success and episode.error is None, score=score, reason=reason,
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=episode.seed,
+        policy_id=episode.policy_id,
+        length=len(steps),
+        return_=sum(s.reward for s in steps),
+        success=verdict.success and episode.error is None,
+        score=score,
+        reason=reason,
         terminal_cause=episode.terminal_cause or (None if verdict.success else reason),
-        level_features=dict(episode.level_features), level_id=episode.level_id, error=episode.error, wall_time=episode.wall_time,
+        level_features=dict(episode.level_features),
+        level_id=episode.level_id,
+        error=episode.error,
+        wall_time=episode.wall_time,
         **episode.costs.model_dump(),
     )
     return record, steps
@@ -164,7 +179,7 @@ def import_jsonl(path: str | Path, out: str | Path, batch_episodes: int = 1000) 
     if clash:
         raise TrajectoryError(f"{path}: episode_id {min(clash)} is already in {out}; import into a new run directory")
     for start in range(0, len(parsed), batch_episodes):
-        chunk = [_records(e, i) for (_, e), i in zip(parsed[start:start + batch_episodes], ids[start:start + batch_episodes])]
+        chunk = [_records(e, i) for (_, e), i in zip(parsed[start : start + batch_episodes], ids[start : start + batch_episodes])]
         store.append([e for e, _ in chunk], [s for _, steps in chunk for s in steps])
     return store
 
@@ -194,8 +209,11 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                     "costs": {k: getattr(episode, k) for k in COST_FIELDS},
                     "steps": [
                         {
-                            "action": json.loads(s.action), "reward": s.reward, "terminated": s.terminated,
-                            "truncated": s.truncated, "blocked": s.blocked,
+                            "action": json.loads(s.action),
+                            "reward": s.reward,
+                            "terminated": s.terminated,
+                            "truncated": s.truncated,
+                            "blocked": s.blocked,
                             "observation": json.loads(s.obs) if s.obs is not None else None,
                             "obs_digest": s.obs_digest,
                             "position": json.loads(s.position) if s.position is not None else None,

@@ -193,8 +193,9 @@ class TorchPolicy:
 
     name = "ppo"
 
-    def __init__(self, network: Any, features: Features, discrete: bool, seed: int = 0, deterministic: bool = False,
-                 policy_id: str = "ppo") -> None:
+    def __init__(
+        self, network: Any, features: Features, discrete: bool, seed: int = 0, deterministic: bool = False, policy_id: str = "ppo"
+    ) -> None:
         self.network, self.features, self.discrete = network, features, discrete
         self.seed, self.deterministic, self.policy_id = seed, deterministic, policy_id
         self.rng = np.random.default_rng(seed)
@@ -220,8 +221,16 @@ class TorchPolicy:
 
 
 PPO_DEFAULTS: dict[str, Any] = {
-    "n_envs": 8, "n_steps": 128, "batch_size": 256, "n_epochs": 4, "learning_rate": 2.5e-4, "gamma": 0.99,
-    "gae_lambda": 0.95, "clip_range": 0.2, "ent_coef": 0.01, "net_arch": [64, 64],
+    "n_envs": 8,
+    "n_steps": 128,
+    "batch_size": 256,
+    "n_epochs": 4,
+    "learning_rate": 2.5e-4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.01,
+    "net_arch": [64, 64],
 }
 
 
@@ -272,10 +281,22 @@ class PPOLearner:
         # A stand-in vectorized env with the right spaces; each train() call sets the real one.
         placeholder = self._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(p["n_envs"]))
         with _one_thread():
-            return PPO("MlpPolicy", placeholder, n_steps=int(p["n_steps"]), batch_size=int(p["batch_size"]), n_epochs=int(p["n_epochs"]),
-                       learning_rate=float(p["learning_rate"]), gamma=float(p["gamma"]), gae_lambda=float(p["gae_lambda"]),
-                       clip_range=float(p["clip_range"]), ent_coef=float(p["ent_coef"]), seed=self.seed, device="cpu", verbose=0,
-                       policy_kwargs={"net_arch": list(p["net_arch"]), "normalize_images": False})
+            return PPO(
+                "MlpPolicy",
+                placeholder,
+                n_steps=int(p["n_steps"]),
+                batch_size=int(p["batch_size"]),
+                n_epochs=int(p["n_epochs"]),
+                learning_rate=float(p["learning_rate"]),
+                gamma=float(p["gamma"]),
+                gae_lambda=float(p["gae_lambda"]),
+                clip_range=float(p["clip_range"]),
+                ent_coef=float(p["ent_coef"]),
+                seed=self.seed,
+                device="cpu",
+                verbose=0,
+                policy_kwargs={"net_arch": list(p["net_arch"]), "normalize_images": False},
+            )
 
     @property
     def policy_id(self) -> str:

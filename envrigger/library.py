@@ -111,8 +111,17 @@ class Library:
         return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
 
     def admit(
-        self, spec: HarnessSpec, finding: str, rationale: str, gates: list[dict[str, Any]], seeds: list[int], agent_id: str,
-        finding_stats: dict[str, Any] | None = None, origin: str = "catalog", parent: str | None = None, round: int | None = None,
+        self,
+        spec: HarnessSpec,
+        finding: str,
+        rationale: str,
+        gates: list[dict[str, Any]],
+        seeds: list[int],
+        agent_id: str,
+        finding_stats: dict[str, Any] | None = None,
+        origin: str = "catalog",
+        parent: str | None = None,
+        round: int | None = None,
     ) -> int:
         """Store an admitted spec with its provenance; returns its id (the existing id if already admitted)."""
         digest = spec.hash()
@@ -124,8 +133,21 @@ class Library:
             cursor = self.db.execute(
                 "INSERT INTO components (hash, spec_json, finding, finding_json, rationale, origin, parent, gates_json, "
                 "seeds_json, agent_id, round, created, library_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (digest, spec.to_json(indent=None), finding, json.dumps(finding_stats or {}), rationale, origin, parent,
-                 json.dumps(gates), json.dumps(seeds), agent_id, round, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), version),
+                (
+                    digest,
+                    spec.to_json(indent=None),
+                    finding,
+                    json.dumps(finding_stats or {}),
+                    rationale,
+                    origin,
+                    parent,
+                    json.dumps(gates),
+                    json.dumps(seeds),
+                    agent_id,
+                    round,
+                    dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                    version,
+                ),
             )
             self.db.execute("UPDATE meta SET value=? WHERE key='version'", (str(version),))
             return int(cursor.lastrowid)
@@ -138,12 +160,37 @@ class Library:
             self.db.execute("UPDATE meta SET value=CAST(value AS INTEGER) + 1 WHERE key='version'")
 
     def _component(self, row: tuple) -> Component:
-        (id_, digest, spec_json, finding, finding_json, rationale, origin, parent, gates_json, seeds_json, agent_id,
-         round_, created, version) = row
+        (
+            id_,
+            digest,
+            spec_json,
+            finding,
+            finding_json,
+            rationale,
+            origin,
+            parent,
+            gates_json,
+            seeds_json,
+            agent_id,
+            round_,
+            created,
+            version,
+        ) = row
         return Component(
-            id=id_, hash=digest, spec=HarnessSpec.from_json(spec_json), finding=finding, finding_stats=json.loads(finding_json),
-            rationale=rationale, origin=origin, parent=parent, gates=json.loads(gates_json), seeds=json.loads(seeds_json),
-            agent_id=agent_id, round=round_, created=created, library_version=version,
+            id=id_,
+            hash=digest,
+            spec=HarnessSpec.from_json(spec_json),
+            finding=finding,
+            finding_stats=json.loads(finding_json),
+            rationale=rationale,
+            origin=origin,
+            parent=parent,
+            gates=json.loads(gates_json),
+            seeds=json.loads(seeds_json),
+            agent_id=agent_id,
+            round=round_,
+            created=created,
+            library_version=version,
         )
 
     def components(self) -> list[Component]:
@@ -160,8 +207,10 @@ class Library:
     # -- loop rounds -------------------------------------------------------------------
     def complete_round(self, number: int, summary: dict[str, Any]) -> None:
         with self._transaction():
-            self.db.execute("INSERT OR REPLACE INTO rounds VALUES (?,?,?)",
-                            (number, json.dumps(summary), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")))
+            self.db.execute(
+                "INSERT OR REPLACE INTO rounds VALUES (?,?,?)",
+                (number, json.dumps(summary), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")),
+            )
 
     def rounds(self) -> list[dict[str, Any]]:
         return [json.loads(r[0]) for r in self.db.execute("SELECT summary_json FROM rounds ORDER BY round")]

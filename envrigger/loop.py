@@ -69,8 +69,10 @@ class LoopConfig(BaseModel):
 
     spec: HarnessSpec
     heldout_spec: HarnessSpec | None = Field(
-        None, description="held-out levels come from this env instead: the same env id with other level parameters "
-                          "(e.g. physics outside the training range), no transforms; validation stays on `spec`")
+        None,
+        description="held-out levels come from this env instead: the same env id with other level parameters "
+        "(e.g. physics outside the training range), no transforms; validation stays on `spec`",
+    )
     learner: str = Field("ppo", description="learner kind: ppo or qlearning")
     learner_params: dict[str, Any] = Field(default_factory=dict)
     arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
@@ -110,8 +112,10 @@ class LoopConfig(BaseModel):
     def _heldout_is_the_same_env(self) -> LoopConfig:
         held = self.heldout_spec
         if held is not None and (held.env_id != self.spec.env_id or held.transforms):
-            raise ValueError(f"heldout_spec: got {held.env_id} with {len(held.transforms)} transform(s); give {self.spec.env_id} "
-                             "with other env kwargs and no transforms, so held-out levels are judged by the same verifier")
+            raise ValueError(
+                f"heldout_spec: got {held.env_id} with {len(held.transforms)} transform(s); give {self.spec.env_id} "
+                "with other env kwargs and no transforms, so held-out levels are judged by the same verifier"
+            )
         return self
 
     @property
@@ -120,9 +124,15 @@ class LoopConfig(BaseModel):
         return self.heldout_spec or self.spec
 
     def validation(self) -> ValidationConfig:
-        return ValidationConfig(band=self.band, confidence=self.confidence, min_rollouts=self.min_rollouts,
-                                max_rollouts=max(self.max_rollouts, self.min_rollouts), timeout_s=self.candidate_timeout_s,
-                                backend=self.backend, workers=self.workers)
+        return ValidationConfig(
+            band=self.band,
+            confidence=self.confidence,
+            min_rollouts=self.min_rollouts,
+            max_rollouts=max(self.max_rollouts, self.min_rollouts),
+            timeout_s=self.candidate_timeout_s,
+            backend=self.backend,
+            workers=self.workers,
+        )
 
 
 class LevelSplit(BaseModel):
@@ -158,8 +168,13 @@ class LevelSplit(BaseModel):
                     other.close()
             if config.allow_seen_levels:
                 val = [SELECT_SEED + i for i in range(config.val_episodes)]
-                return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val,
-                           validation_levels=sorted({scan.level(s) for s in val}), disjoint=False)
+                return cls(
+                    heldout_seeds=heldout,
+                    heldout_levels=sorted(held),
+                    validation_seeds=val,
+                    validation_levels=sorted({scan.level(s) for s in val}),
+                    disjoint=False,
+                )
             val_levels: set[str] = set()
             val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels)
             reserved = held | val_levels
@@ -173,8 +188,9 @@ class LevelSplit(BaseModel):
                 "use a procedurally generated env (e.g. MiniGrid-DoorKey-6x6-v0), or --allow-seen-levels to evaluate on "
                 "seeds of levels the learners also train on"
             )
-        return cls(heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val, validation_levels=sorted(val_levels),
-                   disjoint=True)
+        return cls(
+            heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val, validation_levels=sorted(val_levels), disjoint=True
+        )
 
     def check(self, used: dict[str, set[str]]) -> dict[str, int]:
         """Overlap of each use (``"arm:train"``, ``"collect"``...) with the reserved levels; raises if a disjoint split overlaps.
@@ -193,13 +209,16 @@ class LevelSplit(BaseModel):
         if self.disjoint:
             for use, shared in overlap.items():
                 if shared:
-                    raise TrajectoryError(f"level overlap: {use} played {len(shared)} held-out or validation level(s) "
-                                          f"({', '.join(shared[:3])}); the held-out result would not be on unseen levels")
+                    raise TrajectoryError(
+                        f"level overlap: {use} played {len(shared)} held-out or validation level(s) "
+                        f"({', '.join(shared[:3])}); the held-out result would not be on unseen levels"
+                    )
         return {use: len(shared) for use, shared in overlap.items()}
 
 
-def evaluate(policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig,
-             trained_on: set[str] | None = None) -> dict[str, Any]:
+def evaluate(
+    policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig, trained_on: set[str] | None = None
+) -> dict[str, Any]:
     """Success of ``policy`` on the original env with its original verifier, one episode per seed.
 
     Reports the success rate with its Wilson interval (over these episodes of one learner),
@@ -214,9 +233,15 @@ def evaluate(policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config
     wins = int(success.sum())
     lo, hi = wilson(wins, len(seeds))
     levels = table.column("level_id").to_pylist()
-    result = {"success": wins / len(seeds), "ci": [lo, hi], "episodes": len(seeds), "mean_length": float(np.mean(lengths)),
-              "steps_to_success": float(np.mean(lengths[success])) if wins else None, "env_steps": int(lengths.sum()),
-              "levels": len(set(levels))}
+    result = {
+        "success": wins / len(seeds),
+        "ci": [lo, hi],
+        "episodes": len(seeds),
+        "mean_length": float(np.mean(lengths)),
+        "steps_to_success": float(np.mean(lengths[success])) if wins else None,
+        "env_steps": int(lengths.sum()),
+        "levels": len(set(levels)),
+    }
     if trained_on is not None:
         result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
     return result
@@ -246,8 +271,17 @@ class _Arm:
         return out / f"{self.name}-round-{number}"
 
 
-def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: Any, number: int, reserved: set[str],
-                  spaces: tuple[Any, Any], evidence: Evidence, log: Callable[[str], None]) -> dict[str, Any]:
+def _rigger_round(
+    workdir: Path,
+    config: LoopConfig,
+    library: Library,
+    learner: Any,
+    number: int,
+    reserved: set[str],
+    spaces: tuple[Any, Any],
+    evidence: Evidence,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
     """Diagnose, propose, validate and admit, after the rigger arm trained this round; admissions train from the next round.
 
     The diagnosis reads the learner's own last training episodes on the original env; only
@@ -281,33 +315,52 @@ def _rigger_round(workdir: Path, config: LoopConfig, library: Library, learner: 
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
     validator = Validator(policy, base, workdir / "validate", config.validation())
     validation_levels: set[str] = set()
-    validation_seeds = first_free(base, range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)), reserved,
-                                  config.max_rollouts + config.min_rollouts, validation_levels)
+    validation_seeds = first_free(
+        base,
+        range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)),
+        reserved,
+        config.max_rollouts + config.min_rollouts,
+        validation_levels,
+    )
     admitted: list[Any] = []
     rejected: dict[str, int] = {}
     for candidate in candidates:
         current = [(c.hash, c.spec) for c in library.components()]
         result = validator.validate(candidate, validation_seeds, current)
         if result.passed:
-            component = library.admit(candidate.spec, finding=candidate.finding, rationale=candidate.rationale,
-                                      gates=[g.model_dump() for g in result.gates], seeds=result.seeds, agent_id=policy.policy_id,
-                                      finding_stats=candidate.finding_stats, origin=candidate.origin, parent=candidate.parent,
-                                      round=number)
+            component = library.admit(
+                candidate.spec,
+                finding=candidate.finding,
+                rationale=candidate.rationale,
+                gates=[g.model_dump() for g in result.gates],
+                seeds=result.seeds,
+                agent_id=policy.policy_id,
+                finding_stats=candidate.finding_stats,
+                origin=candidate.origin,
+                parent=candidate.parent,
+                round=number,
+            )
             admitted.append(component)
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
     return {
         "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
-        "collected_success": diagnosis.success_rate, "findings": [f.name for f in diagnosis.findings[:5]],
-        "candidates": len(candidates), "admitted": admitted, "rejected_by": rejected,
-        "collect_steps": collect_steps, "validate_steps": validator.env_steps,
-        "collect_levels": collect_levels, "validate_levels": validation_levels,
+        "collected_success": diagnosis.success_rate,
+        "findings": [f.name for f in diagnosis.findings[:5]],
+        "candidates": len(candidates),
+        "admitted": admitted,
+        "rejected_by": rejected,
+        "collect_steps": collect_steps,
+        "validate_steps": validator.env_steps,
+        "collect_levels": collect_levels,
+        "validate_levels": validation_levels,
     }
 
 
-def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str],
-               evidence: Evidence | None = None) -> dict[str, Any]:
+def _train_arm(
+    arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str], evidence: Evidence | None = None
+) -> dict[str, Any]:
     seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number, reserved)
     replays_before = sampler.replays
     envs: list[MixtureEnv] = []
@@ -325,9 +378,15 @@ def _train_arm(arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopCo
         steps = arm.learner.train(make, config.budget_steps, seed=config.seed * 100_003 + number)
     finally:
         seeds.close()
-    return {"steps": steps, "episodes": int(picks.sum()), "picks": picks.tolist(), "levels": seeds.levels,
-            "skipped_reserved": seeds.skipped, "refused": sum(e.refused for e in envs),
-            "replays": sampler.replays - replays_before}
+    return {
+        "steps": steps,
+        "episodes": int(picks.sum()),
+        "picks": picks.tolist(),
+        "levels": seeds.levels,
+        "skipped_reserved": seeds.skipped,
+        "refused": sum(e.refused for e in envs),
+        "replays": sampler.replays - replays_before,
+    }
 
 
 def _load_levels(out: Path) -> dict[str, set[str]]:
@@ -337,8 +396,12 @@ def _load_levels(out: Path) -> dict[str, set[str]]:
     return {use: set(levels) for use, levels in saved.items()}
 
 
-def run_loop(out: str | Path, config: LoopConfig | None = None, on_round: Callable[[dict], None] | None = None,
-             log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+def run_loop(
+    out: str | Path,
+    config: LoopConfig | None = None,
+    on_round: Callable[[dict], None] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
     """Run (or, without ``config``, resume) a loop in ``out``; returns ``{"rounds": [...], "final": {...}}``.
 
     ``final`` holds, per arm, the round picked on validation levels and its held-out
@@ -457,17 +520,57 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
-        arms[name] = {"round": best, "validation": summaries[best - 1]["arms"][name]["validation"]["success"],
-                      "heldout": heldout, "interaction": spent}
+        arms[name] = {
+            "round": best,
+            "validation": summaries[best - 1]["arms"][name]["validation"]["success"],
+            "heldout": heldout,
+            "interaction": spent,
+        }
     probe.close()
-    return {"arms": arms, "levels": {"disjoint": split.disjoint, "heldout": len(split.heldout_levels),
-                                     "validation": len(split.validation_levels), "overlap": overlap}}
+    return {
+        "arms": arms,
+        "levels": {
+            "disjoint": split.disjoint,
+            "heldout": len(split.heldout_levels),
+            "validation": len(split.validation_levels),
+            "overlap": overlap,
+        },
+    }
 
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093, 20: 2.086,
-         21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048, 29: 2.045, 30: 2.042}
+_T975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    11: 2.201,
+    12: 2.179,
+    13: 2.160,
+    14: 2.145,
+    15: 2.131,
+    16: 2.120,
+    17: 2.110,
+    18: 2.101,
+    19: 2.093,
+    20: 2.086,
+    21: 2.080,
+    22: 2.074,
+    23: 2.069,
+    24: 2.064,
+    25: 2.060,
+    26: 2.056,
+    27: 2.052,
+    28: 2.048,
+    29: 2.045,
+    30: 2.042,
+}
 
 
 def _interval(values: np.ndarray, bounds: tuple[float, float] = (-np.inf, np.inf)) -> dict[str, Any]:
@@ -523,8 +626,13 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def run_seeds(out: str | Path, config: LoopConfig | None, seeds: int = 1, on_round: Callable[[dict], None] | None = None,
-              log: Callable[[str], None] = lambda message: None) -> dict[str, Any]:
+def run_seeds(
+    out: str | Path,
+    config: LoopConfig | None,
+    seeds: int = 1,
+    on_round: Callable[[dict], None] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> dict[str, Any]:
     """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
 
     Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains every arm's

@@ -46,8 +46,9 @@ def _stack(items: list[Any]) -> Any:
 
 def export_minari(store: TrajectoryStore, dataset_id: str) -> int:
     """Write every episode of ``store`` as a local Minari dataset ``dataset_id``; returns the count."""
-    from envharness.spec import HarnessSpec
     from minari.data_collector import EpisodeBuffer
+
+    from envharness.spec import HarnessSpec
 
     minari = _minari()
     buffers, env, spec_json = [], None, None
@@ -61,7 +62,9 @@ def export_minari(store: TrajectoryStore, dataset_id: str) -> int:
             try:
                 env = HarnessSpec.from_json(spec_json).build()
             except EnvHarnessError as error:
-                raise TrajectoryError(f"episode {episode.episode_id}: cannot rebuild its env to replay it ({error}); only runs collected from a buildable spec export to Minari") from None
+                raise TrajectoryError(
+                    f"episode {episode.episode_id}: cannot rebuild its env to replay it ({error}); only runs collected from a buildable spec export to Minari"
+                ) from None
         elif episode.spec_json != spec_json:
             raise TrajectoryError(f"episode {episode.episode_id}: a second spec in one run; export one spec per dataset")
         obs, _ = env.reset(seed=episode.seed)
@@ -70,13 +73,19 @@ def export_minari(store: TrajectoryStore, dataset_id: str) -> int:
             action = json.loads(step.action)
             obs, *_ = env.step(action)
             if observation_digest(obs) != step.obs_digest:
-                raise TrajectoryError(f"episode {episode.episode_id} step {step.t}: replay diverged from the stored trajectory; was it collected with another version?")
+                raise TrajectoryError(
+                    f"episode {episode.episode_id} step {step.t}: replay diverged from the stored trajectory; was it collected with another version?"
+                )
             observations.append(obs)
             actions.append(action)
         buffers.append(
             EpisodeBuffer(
-                id=len(buffers), seed=episode.seed, observations=_stack(observations), actions=np.asarray(actions),
-                rewards=[s.reward for s in steps], terminations=[s.terminated for s in steps],
+                id=len(buffers),
+                seed=episode.seed,
+                observations=_stack(observations),
+                actions=np.asarray(actions),
+                rewards=[s.reward for s in steps],
+                terminations=[s.terminated for s in steps],
                 truncations=[s.truncated for s in steps],
                 # a column per step, shape (T+1, 1): Minari's Arrow storage cannot decode 1-D info arrays
                 infos={"success": np.asarray([False] * len(steps) + [episode.success]).reshape(-1, 1)},
@@ -87,9 +96,16 @@ def export_minari(store: TrajectoryStore, dataset_id: str) -> int:
     with warnings.catch_warnings():  # Minari nags about optional metadata (author, permalink...)
         warnings.simplefilter("ignore", UserWarning)
         minari.create_dataset_from_buffers(
-            dataset_id=dataset_id, buffer=buffers, env=env.spec, eval_env=env.spec, data_format="arrow",
-            observation_space=env.observation_space, action_space=env.action_space, author="envrigger",
-            algorithm_name=f"envrigger run {store.path.name}", description=f"exported from {store.path}",
+            dataset_id=dataset_id,
+            buffer=buffers,
+            env=env.spec,
+            eval_env=env.spec,
+            data_format="arrow",
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            author="envrigger",
+            algorithm_name=f"envrigger run {store.path.name}",
+            description=f"exported from {store.path}",
         )
     return len(buffers)
 
@@ -119,17 +135,34 @@ def import_minari(dataset_id: str, out: str | Path) -> TrajectoryStore:
             inline = dumps(obs)
             all_steps.append(
                 StepRecord(
-                    episode_id=episode_id, t=t, action=dumps(_index(data.actions, t)), reward=float(data.rewards[t]),
-                    terminated=bool(data.terminations[t]), truncated=bool(data.truncations[t]),
-                    obs_digest=observation_digest(obs), obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+                    episode_id=episode_id,
+                    t=t,
+                    action=dumps(_index(data.actions, t)),
+                    reward=float(data.rewards[t]),
+                    terminated=bool(data.terminations[t]),
+                    truncated=bool(data.truncations[t]),
+                    obs_digest=observation_digest(obs),
+                    obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
                 )
             )
-        success = bool(np.asarray(flag).reshape(-1)[-1]) if flag is not None and len(flag) else bool(n and data.terminations[-1] and data.rewards[-1] > 0)
+        success = (
+            bool(np.asarray(flag).reshape(-1)[-1])
+            if flag is not None and len(flag)
+            else bool(n and data.terminations[-1] and data.rewards[-1] > 0)
+        )
         reason = "success" if success else ("timeout" if n and data.truncations[-1] else "failure")
         episodes.append(
             EpisodeRecord(
-                episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=None, policy_id=f"minari:{dataset_id}",
-                length=n, return_=float(np.sum(data.rewards)), success=success, score=float(success), reason=reason,
+                episode_id=episode_id,
+                spec_hash=spec_hash,
+                spec_json=spec_json,
+                seed=None,
+                policy_id=f"minari:{dataset_id}",
+                length=n,
+                return_=float(np.sum(data.rewards)),
+                success=success,
+                score=float(success),
+                reason=reason,
                 terminal_cause=None if success else reason,
             )
         )

@@ -176,8 +176,16 @@ class PLR(Fixed):
         (0, 11)
     """
 
-    def __init__(self, rng: np.random.Generator, replay_p: float = 0.5, beta: float = 0.3, rho: float = 0.3,
-                 capacity: int = 2000, min_buffer: int = 50, chooser: Any = None) -> None:
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        replay_p: float = 0.5,
+        beta: float = 0.3,
+        rho: float = 0.3,
+        capacity: int = 2000,
+        min_buffer: int = 50,
+        chooser: Any = None,
+    ) -> None:
         self.rng, self.replay_p, self.beta, self.rho = rng, replay_p, beta, rho
         self.capacity, self.min_buffer, self.chooser = capacity, min_buffer, chooser
         self.wins: dict[tuple[int, int], float] = {}
@@ -212,8 +220,12 @@ class PLR(Fixed):
 
     def state(self) -> dict[str, Any]:
         """The buffer and the generator, as JSON-able data (:meth:`restore` reads it back)."""
-        return {"levels": [[i, s, self.wins[(i, s)], self.tries[(i, s)], self.last[(i, s)]] for i, s in self.tries],
-                "clock": self.clock, "replays": self.replays, "rng": self.rng.bit_generator.state}
+        return {
+            "levels": [[i, s, self.wins[(i, s)], self.tries[(i, s)], self.last[(i, s)]] for i, s in self.tries],
+            "clock": self.clock,
+            "replays": self.replays,
+            "rng": self.rng.bit_generator.state,
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         for index, seed, wins, tries, last in state["levels"]:
@@ -232,6 +244,7 @@ class PLR(Fixed):
         self.tries[key] = self.tries.get(key, 0.0) + 1
         self.last.setdefault(key, self.clock)
         if len(self.tries) > self.capacity:  # forget the least learnable level
+
             def learnability(k: tuple[int, int]) -> float:
                 p = (self.wins[k] + 1) / (self.tries[k] + 2)
                 return p * (1 - p)
@@ -281,7 +294,11 @@ def random_specs(base: HarnessSpec, rng: np.random.Generator, n: int, tries: int
     spaces = (probe.observation_space, probe.action_space)
     view = probe.adapter
     probe.close()
-    kinds = sorted(name for name, cls in TRANSFORMS.items() if cls.kind in ("state", "rule", "observation") and cls.__module__.startswith("envharness."))
+    kinds = sorted(
+        name
+        for name, cls in TRANSFORMS.items()
+        if cls.kind in ("state", "rule", "observation") and cls.__module__.startswith("envharness.")
+    )
     out: list[HarnessSpec] = []
     seen: set[str] = set()
     for _ in range(tries):
@@ -333,8 +350,9 @@ class Evidence:
     def save(self, path: str | Path, base: HarnessSpec, policy_id: str) -> Any:
         from envrigger.trajectory import TrajectoryStore
 
-        store = TrajectoryStore.create(path, meta={"spec": base.model_dump(mode="json"), "spec_hash": base.hash(), "policy": policy_id,
-                                                   "source": "training episodes"})
+        store = TrajectoryStore.create(
+            path, meta={"spec": base.model_dump(mode="json"), "spec_hash": base.hash(), "policy": policy_id, "source": "training episodes"}
+        )
         episodes: list[Any] = []
         steps: list[Any] = []
         for number, (episode, records) in enumerate(self.episodes):
@@ -366,8 +384,14 @@ class MixtureEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, specs: list[HarnessSpec], sampler: Any, seeds: Seeds, on_episode: Callable[..., None] | None = None,
-                 evidence: Evidence | None = None) -> None:
+    def __init__(
+        self,
+        specs: list[HarnessSpec],
+        sampler: Any,
+        seeds: Seeds,
+        on_episode: Callable[..., None] | None = None,
+        evidence: Evidence | None = None,
+    ) -> None:
         self.specs, self.sampler, self.seeds, self.on_episode = list(specs), sampler, seeds, on_episode
         self.evidence = evidence
         self._recording: list[Any] | None = None
@@ -428,9 +452,25 @@ class MixtureEnv(gym.Env):
 
                 level, level_id = self._level
                 spec = self.specs[0]
-                self.evidence.episodes.append((episode_record(
-                    0, spec.hash(), spec.to_json(indent=None), level_seed, "", self._recording, self._return, info["verdict"],
-                    level, level_id, None, time.perf_counter() - self._started), self._recording))
+                self.evidence.episodes.append(
+                    (
+                        episode_record(
+                            0,
+                            spec.hash(),
+                            spec.to_json(indent=None),
+                            level_seed,
+                            "",
+                            self._recording,
+                            self._return,
+                            info["verdict"],
+                            level,
+                            level_id,
+                            None,
+                            time.perf_counter() - self._started,
+                        ),
+                        self._recording,
+                    )
+                )
                 self._recording = None
             success = bool(info["verdict"].success)
             self.sampler.update(index, level_seed, success)

@@ -44,8 +44,7 @@ def matching_transforms(finding_name: str) -> list[type[Transform]]:
     """
     family = finding_name.split(":", 1)[0]
     return [
-        cls for name, cls in sorted(TRANSFORMS.items())
-        if cls.kind != "link" and (finding_name in cls.targets or family in cls.targets)
+        cls for name, cls in sorted(TRANSFORMS.items()) if cls.kind != "link" and (finding_name in cls.targets or family in cls.targets)
     ]
 
 
@@ -137,25 +136,36 @@ def propose(
                 continue
             finding, transform = queue.pop(0)
             spec = base.extended(transform)
-            add(Candidate(
-                spec=spec, added=[TransformSpec(**transform.to_spec())], finding=finding.name, finding_stats=finding.stats,
-                rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
-                          f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
-                origin="catalog",
-            ))
+            add(
+                Candidate(
+                    spec=spec,
+                    added=[TransformSpec(**transform.to_spec())],
+                    finding=finding.name,
+                    finding_stats=finding.stats,
+                    rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
+                    f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
+                    origin="catalog",
+                )
+            )
     if easing_first:
         out.sort(key=lambda c: not any(t.name in EASING for t in c.added))  # stable: each group keeps its order
     for index in rng.permutation(len(admitted))[:mutations] if admitted else []:
         parent_hash, parent, parent_finding = admitted[int(index)]
-        extra = parent.transforms[len(base.transforms):] or parent.transforms
+        extra = parent.transforms[len(base.transforms) :] or parent.transforms
         if not extra:
             continue
         position = int(rng.integers(len(extra)))
         mutated = transform_from_spec(extra[position]).mutate(rng)
-        changed = [*extra[:position], TransformSpec(**mutated.to_spec()), *extra[position + 1:]]
+        changed = [*extra[:position], TransformSpec(**mutated.to_spec()), *extra[position + 1 :]]
         spec = base.extended(*changed)
-        add(Candidate(
-            spec=spec, added=changed, finding=parent_finding, rationale=f"mutation of admitted component {parent_hash}: {mutated!r}",
-            origin="mutation", parent=parent_hash,
-        ))
+        add(
+            Candidate(
+                spec=spec,
+                added=changed,
+                finding=parent_finding,
+                rationale=f"mutation of admitted component {parent_hash}: {mutated!r}",
+                origin="mutation",
+                parent=parent_hash,
+            )
+        )
     return out

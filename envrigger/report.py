@@ -85,8 +85,13 @@ def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
     fig, ax = plt.subplots(figsize=(6, 2.8))
     top = max(int(frame.length.max()), 1)
     bins = np.linspace(0, top, min(40, top) + 1)
-    ax.hist([frame.length[frame.success], frame.length[~frame.success]], bins=bins, stacked=True,
-            label=["success", "failure"], color=["#3c9a5f", "#c8553d"])
+    ax.hist(
+        [frame.length[frame.success], frame.length[~frame.success]],
+        bins=bins,
+        stacked=True,
+        label=["success", "failure"],
+        color=["#3c9a5f", "#c8553d"],
+    )
     ax.set_xlabel("episode length (steps)")
     ax.set_ylabel("episodes")
     ax.legend(fontsize=8)

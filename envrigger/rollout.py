@@ -114,7 +114,9 @@ def _info_fields(info: dict[str, Any]) -> str:
     return dumps(kept) if kept else "{}"
 
 
-def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "") -> tuple[EpisodeRecord, list[StepRecord]]:
+def run_episode(
+    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = ""
+) -> tuple[EpisodeRecord, list[StepRecord]]:
     """One episode; an exception in the env or the policy ends it with the error recorded.
 
     Example:
@@ -146,41 +148,83 @@ def run_episode(env: Any, policy: Any, episode_id: int, seed: int | None, spec_h
     except Exception as exc:  # the env or the policy raised: record it, keep the run going
         error = _one_line(exc)
     policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
-    record = episode_record(episode_id, spec_hash, spec_json, seed, policy_id, steps, total, verdict, level, level_id, error,
-                            time.perf_counter() - started)
+    record = episode_record(
+        episode_id, spec_hash, spec_json, seed, policy_id, steps, total, verdict, level, level_id, error, time.perf_counter() - started
+    )
     return record, steps
 
 
-def step_record(episode_id: int, t: int, action: Any, obs: Any, reward: Any, terminated: bool, truncated: bool, info: dict[str, Any],
-                adapter: Any) -> StepRecord:
+def step_record(
+    episode_id: int, t: int, action: Any, obs: Any, reward: Any, terminated: bool, truncated: bool, info: dict[str, Any], adapter: Any
+) -> StepRecord:
     """The stored form of one step (``obs`` is the observation after it), as every recorder writes it."""
     inline = dumps(obs)
     where = adapter.position() if adapter is not None else None
     return StepRecord(
-        episode_id=episode_id, t=t, action=dumps(action), reward=float(reward), terminated=bool(terminated), truncated=bool(truncated),
-        obs_digest=observation_digest(obs), blocked=info.get("blocked"), obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
-        position=dumps(where) if where is not None else None, info=_info_fields(info),
+        episode_id=episode_id,
+        t=t,
+        action=dumps(action),
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        obs_digest=observation_digest(obs),
+        blocked=info.get("blocked"),
+        obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+        position=dumps(where) if where is not None else None,
+        info=_info_fields(info),
     )
 
 
-def episode_record(episode_id: int, spec_hash: str, spec_json: str, seed: int | None, policy_id: str, steps: list[StepRecord],
-                   total: float, verdict: Any, level: dict[str, Any], level_id: str | None, error: str | None,
-                   wall_time: float) -> EpisodeRecord:
+def episode_record(
+    episode_id: int,
+    spec_hash: str,
+    spec_json: str,
+    seed: int | None,
+    policy_id: str,
+    steps: list[StepRecord],
+    total: float,
+    verdict: Any,
+    level: dict[str, Any],
+    level_id: str | None,
+    error: str | None,
+    wall_time: float,
+) -> EpisodeRecord:
     """The stored summary of one episode from its steps and final verdict."""
     success = bool(verdict is not None and verdict.success and error is None)
     reason = "error" if error is not None else (verdict.reason if verdict is not None else "no verdict")
     return EpisodeRecord(
-        episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=seed, policy_id=policy_id, length=len(steps),
-        return_=total, success=success, score=float(verdict.score) if verdict is not None and error is None else 0.0,
-        reason=reason, terminal_cause=None if success else reason, level_features={k: float(v) for k, v in level.items()},
-        level_id=level_id, error=error, wall_time=wall_time,
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=seed,
+        policy_id=policy_id,
+        length=len(steps),
+        return_=total,
+        success=success,
+        score=float(verdict.score) if verdict is not None and error is None else 0.0,
+        reason=reason,
+        terminal_cause=None if success else reason,
+        level_features={k: float(v) for k, v in level.items()},
+        level_id=level_id,
+        error=error,
+        wall_time=wall_time,
     )
 
 
 def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str) -> EpisodeRecord:
     return EpisodeRecord(
-        episode_id=episode_id, spec_hash=spec_hash, spec_json=spec_json, seed=seed, policy_id="unknown",
-        length=0, return_=0.0, success=False, score=0.0, reason="error", terminal_cause="error", error=error,
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=seed,
+        policy_id="unknown",
+        length=0,
+        return_=0.0,
+        success=False,
+        score=0.0,
+        reason="error",
+        terminal_cause="error",
+        error=error,
     )
 
 
@@ -243,8 +287,14 @@ class _Pool:
             worker["conn"].close()
 
 
-def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable,
-                     allow_imports: tuple[str, ...] = ()) -> None:
+def _process_backend(
+    spec: HarnessSpec,
+    factory: PolicyFactory,
+    tasks: list[tuple[int, int | None]],
+    workers: int,
+    emit: Callable,
+    allow_imports: tuple[str, ...] = (),
+) -> None:
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
     pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
     queue = list(reversed(tasks))
@@ -277,7 +327,7 @@ def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tupl
                             raise TrajectoryError(
                                 f"rollout: worker processes die at start-up (exit code {code}); run from a script file "
                                 "(not stdin) or use backend='serial'"
-                            )
+                            ) from None
                     pool.replace(worker)
                     if task is None:
                         continue
@@ -300,8 +350,14 @@ def _process_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tupl
 
 
 # -- ray backend -------------------------------------------------------------------------
-def _ray_backend(spec: HarnessSpec, factory: PolicyFactory, tasks: list[tuple[int, int | None]], workers: int, emit: Callable,
-                 allow_imports: tuple[str, ...] = ()) -> None:
+def _ray_backend(
+    spec: HarnessSpec,
+    factory: PolicyFactory,
+    tasks: list[tuple[int, int | None]],
+    workers: int,
+    emit: Callable,
+    allow_imports: tuple[str, ...] = (),
+) -> None:
     try:
         import ray
     except ImportError:
@@ -399,8 +455,10 @@ def rollout(
     """
     if backend not in BACKENDS:
         raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
-    spec = spec if isinstance(spec, HarnessSpec) else (
-        HarnessSpec(env_id=spec) if isinstance(spec, str) and not spec.lstrip().startswith("{") else HarnessSpec.coerce(spec)
+    spec = (
+        spec
+        if isinstance(spec, HarnessSpec)
+        else (HarnessSpec(env_id=spec) if isinstance(spec, str) and not spec.lstrip().startswith("{") else HarnessSpec.coerce(spec))
     )
     seed_list = list(seeds) if seeds is not None else list(range(episodes if episodes is not None else 10))
     if not seed_list:
@@ -414,7 +472,11 @@ def rollout(
         path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
         store = TrajectoryStore.create(
             path,
-            meta={"spec": spec.model_dump(mode="json"), "spec_hash": spec.hash(), "policy": str(policy) if isinstance(policy, (str, Path)) else type(policy).__name__},
+            meta={
+                "spec": spec.model_dump(mode="json"),
+                "spec_hash": spec.hash(),
+                "policy": str(policy) if isinstance(policy, (str, Path)) else type(policy).__name__,
+            },
             exist_ok=True,
         )
     except BaseException:
@@ -444,7 +506,9 @@ def rollout(
 def _progress(total: int) -> tuple[Any, Callable]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    bar = Progress(TextColumn("collecting"), BarColumn(), MofNCompleteColumn(), TextColumn("success {task.fields[rate]}"), TimeRemainingColumn())
+    bar = Progress(
+        TextColumn("collecting"), BarColumn(), MofNCompleteColumn(), TextColumn("success {task.fields[rate]}"), TimeRemainingColumn()
+    )
     task = bar.add_task("episodes", total=total, rate="-")
     counts = {"n": 0, "ok": 0}
     bar.start()

@@ -72,11 +72,7 @@ def words(text: str) -> list[str]:
         >>> words("There is a coin on the floor. Take the coin!")
         ['coin', 'floor', 'take']
     """
-    return list(
-        dict.fromkeys(
-            w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS
-        )
-    )
+    return list(dict.fromkeys(w for w in _WORD.findall(text.lower()) if len(w) > 1 and w not in STOPWORDS))
 
 
 def _hash(token: str) -> int:
@@ -103,9 +99,7 @@ class CommandFeatures:
             value = self._cache[token] = _hash(token)
         return value
 
-    def rows(
-        self, text: str, previous: str, commands: list[str], played: set[str]
-    ) -> list[np.ndarray]:
+    def rows(self, text: str, previous: str, commands: list[str], played: set[str]) -> list[np.ndarray]:
         """One array of feature indices per command; ``played`` holds the commands already played from this text."""
         seen = words(text)
         seen_set = set(seen)
@@ -122,21 +116,16 @@ class CommandFeatures:
                 "bias",
                 "cmd:" + command.lower(),
                 *("w:" + w for w in cw),
-                ("mentioned:" if any(w in seen_set for w in named) else "unmentioned:")
-                + verb,
+                ("mentioned:" if any(w in seen_set for w in named) else "unmentioned:") + verb,
             ]
             if command in played:
                 tokens += ["again", "again:" + verb]
             base = np.array([self._h(t) for t in tokens], dtype=np.int64)
             pairs = [base]
             if len(text_h):
-                pairs.append(
-                    (text_h[:, None] * 1_000_003 + cw_h[None, :] * 7 + 1).ravel()
-                )
+                pairs.append((text_h[:, None] * 1_000_003 + cw_h[None, :] * 7 + 1).ravel())
             if len(prev_h):
-                pairs.append(
-                    (prev_h[:, None] * 1_000_003 + cw_h[None, :] * 7 + 2).ravel()
-                )
+                pairs.append((prev_h[:, None] * 1_000_003 + cw_h[None, :] * 7 + 2).ravel())
             out.append(np.unique(np.concatenate(pairs) % self.size))
         return out
 
@@ -197,9 +186,7 @@ class TextQPolicy:
         if self.rng.random() < epsilon:
             return int(self.rng.integers(len(values)))
         best = np.flatnonzero(values >= values.max() - 1e-9)  # ties broken at random
-        return (
-            int(best[self.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
-        )
+        return int(best[self.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
 
     def remember(self, text: str, command: str) -> None:
         self.played.setdefault(text, set()).add(command)
@@ -262,18 +249,13 @@ class TextQLearner:
     ) -> None:
         unknown = set(params) - set(TEXTQ_DEFAULTS)
         if unknown:
-            raise ValueError(
-                f"textq: unknown parameter(s) {', '.join(sorted(unknown))}; use {', '.join(TEXTQ_DEFAULTS)}"
-            )
+            raise ValueError(f"textq: unknown parameter(s) {', '.join(sorted(unknown))}; use {', '.join(TEXTQ_DEFAULTS)}")
         self.params = {**TEXTQ_DEFAULTS, **params}
         fields = (self.params["text_field"], self.params["commands_field"])
         if not (
             isinstance(action_space, gym.spaces.Discrete)
             and isinstance(observation_space, gym.spaces.Dict)
-            and all(
-                isinstance(observation_space.spaces.get(f), gym.spaces.Text)
-                for f in fields
-            )
+            and all(isinstance(observation_space.spaces.get(f), gym.spaces.Text) for f in fields)
         ):
             raise ValueError(
                 f"--learner textq needs command slots: a Discrete action space and a Dict observation with Text fields "
@@ -292,9 +274,7 @@ class TextQLearner:
     def epsilon(self) -> float:
         p = self.params
         share = min(self.steps / max(float(p["explore_steps"]), 1.0), 1.0)
-        return float(
-            p["epsilon_start"] + share * (p["epsilon_end"] - p["epsilon_start"])
-        )
+        return float(p["epsilon_start"] + share * (p["epsilon_end"] - p["epsilon_start"]))
 
     def _learn(
         self,
@@ -310,11 +290,7 @@ class TextQLearner:
         for t in range(len(chosen) - 1, -1, -1):
             rows = following[t]
             last = t == len(chosen) - 1
-            best = (
-                max((w[row].sum() for row in rows), default=0.0)
-                if rows and not (last and terminated)
-                else 0.0
-            )
+            best = max((w[row].sum() for row in rows), default=0.0) if rows and not (last and terminated) else 0.0
             bootstrap = best if last else (1 - lam) * best + lam * later
             target = rewards[t] + gamma * bootstrap
             row = chosen[t]
@@ -342,10 +318,7 @@ class TextQLearner:
             next_text, next_listed, next_rows = policy.candidates(obs)
             if listed:  # a step with nothing listed taught nothing
                 chosen.append(rows[index])
-                rewards.append(
-                    float(reward)
-                    + (float(self.params["novelty"]) if next_text not in texts else 0.0)
-                )
+                rewards.append(float(reward) + (float(self.params["novelty"]) if next_text not in texts else 0.0))
                 following.append(next_rows)
             texts.add(next_text)
             text, listed, rows = next_text, next_listed, next_rows
@@ -415,21 +388,12 @@ class TextQLearner:
 def _pack(buffer: Any) -> dict[str, np.ndarray]:
     """The replay buffer as flat arrays (no pickle), so a resumed run replays what an uninterrupted one would."""
     steps = [len(chosen) for chosen, _, _, _ in buffer]
-    rows = [
-        row
-        for chosen, _, following, _ in buffer
-        for t, row in enumerate(chosen)
-        for row in (row, *following[t])
-    ]
+    rows = [row for chosen, _, following, _ in buffer for t, row in enumerate(chosen) for row in (row, *following[t])]
     return {
         "buffer_steps": np.array(steps, dtype=np.int64),
         "buffer_terminated": np.array([ended for *_, ended in buffer], dtype=bool),
-        "buffer_rewards": np.array(
-            [r for _, rewards, _, _ in buffer for r in rewards], dtype=np.float64
-        ),
-        "buffer_following": np.array(
-            [len(f) for _, _, following, _ in buffer for f in following], dtype=np.int64
-        ),
+        "buffer_rewards": np.array([r for _, rewards, _, _ in buffer for r in rewards], dtype=np.float64),
+        "buffer_following": np.array([len(f) for _, _, following, _ in buffer for f in following], dtype=np.int64),
         "buffer_lengths": np.array([len(row) for row in rows], dtype=np.int64),
         "buffer_rows": np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
     }
@@ -438,19 +402,13 @@ def _pack(buffer: Any) -> dict[str, np.ndarray]:
 def _unpack(saved: Any) -> list[Episode]:
     if "buffer_steps" not in saved:
         return []
-    rows = (
-        np.split(saved["buffer_rows"], np.cumsum(saved["buffer_lengths"])[:-1])
-        if len(saved["buffer_lengths"])
-        else []
-    )
+    rows = np.split(saved["buffer_rows"], np.cumsum(saved["buffer_lengths"])[:-1]) if len(saved["buffer_lengths"]) else []
     rewards, following = (
         saved["buffer_rewards"].tolist(),
         saved["buffer_following"].tolist(),
     )
     episodes, r, s = [], 0, 0  # next row, next step
-    for steps, ended in zip(
-        saved["buffer_steps"].tolist(), saved["buffer_terminated"].tolist()
-    ):
+    for steps, ended in zip(saved["buffer_steps"].tolist(), saved["buffer_terminated"].tolist()):
         chosen, after = [], []
         for t in range(steps):
             chosen.append(rows[r])

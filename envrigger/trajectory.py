@@ -262,7 +262,9 @@ class TrajectoryStore:
             raise TrajectoryError(f"{meta_path}: not valid JSON ({error.msg}); restore it or collect the run again") from None
         version = self.meta.get("schema_version")
         if version != SCHEMA_VERSION:
-            raise TrajectoryError(f"{meta_path}: schema_version {version!r} is not {SCHEMA_VERSION}; convert the run with this version of envrigger")
+            raise TrajectoryError(
+                f"{meta_path}: schema_version {version!r} is not {SCHEMA_VERSION}; convert the run with this version of envrigger"
+            )
 
     @classmethod
     def create(cls, path: str | Path, meta: dict[str, Any] | None = None, exist_ok: bool = False) -> TrajectoryStore:

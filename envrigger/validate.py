@@ -138,7 +138,11 @@ class Validator:
     def _run(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
         """Roll the agent out on ``seeds`` into run ``name`` (appending if it exists); charge the new steps."""
         path = self.workdir / name
-        before = int(np.sum(TrajectoryStore(path).episodes_table(["length"]).column("length").to_numpy())) if (path / "run.json").is_file() else 0
+        before = (
+            int(np.sum(TrajectoryStore(path).episodes_table(["length"]).column("length").to_numpy()))
+            if (path / "run.json").is_file()
+            else 0
+        )
         store = rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers, out=path)
         self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy())) - before
         return store
@@ -158,8 +162,10 @@ class Validator:
         key = (spec.hash(), tuple(seeds))
         if key not in self._behaviour:
             table = self._run(spec, seeds, f"behaviour-{spec.hash()}-{len(self._behaviour)}").episodes_table(["success", "length"])
-            self._behaviour[key] = (float(np.mean(table.column("success").to_numpy(zero_copy_only=False))),
-                                    float(np.mean(table.column("length").to_numpy())))
+            self._behaviour[key] = (
+                float(np.mean(table.column("success").to_numpy(zero_copy_only=False))),
+                float(np.mean(table.column("length").to_numpy())),
+            )
         return self._behaviour[key]
 
     def _check_time(self, started: float) -> None:
@@ -174,8 +180,12 @@ class Validator:
         stock = type(env).step is Harness.step and type(env).reset is Harness.reset and env.adapter.name in STOCK_ADAPTERS
         if foreign or not stock:
             env.close()
-            return GateResult(gate="verifier_integrity", passed=False, statistic={"foreign_transforms": foreign},
-                              detail="only catalog transforms over the stock harness are admitted; run other code in the sandbox"), 0.0
+            return GateResult(
+                gate="verifier_integrity",
+                passed=False,
+                statistic={"foreign_transforms": foreign},
+                detail="only catalog transforms over the stock harness are admitted; run other code in the sandbox",
+            ), 0.0
         solver = reference_policy(env)
         compared = mismatches = base_compared = base_mismatches = successes = 0
         dynamics_kept = _preserves_dynamics(candidate.spec)
@@ -194,9 +204,14 @@ class Validator:
         env.close()
         passed = mismatches == 0 and base_mismatches == 0
         return GateResult(
-            gate="verifier_integrity", passed=passed,
-            statistic={"episodes": compared, "replay_mismatches": mismatches, "base_compared": base_compared,
-                       "base_mismatches": base_mismatches},
+            gate="verifier_integrity",
+            passed=passed,
+            statistic={
+                "episodes": compared,
+                "replay_mismatches": mismatches,
+                "base_compared": base_compared,
+                "base_mismatches": base_mismatches,
+            },
             detail="verdicts reproduce on replay" + (" and match the base env" if base_compared else ""),
         ), successes / max(compared, 1)
 
@@ -218,9 +233,12 @@ class Validator:
         """
         base_rate = self.base_reference_rate(seeds)
         needed = min(self.config.solvable_min, self.config.solvable_fraction * base_rate)
-        return GateResult(gate="solvability", passed=reference_rate > 0 and reference_rate >= needed,
-                          statistic={"reference_success": reference_rate, "base_reference_success": base_rate, "needed": needed},
-                          detail="the reference solver succeeds as it does on the original")
+        return GateResult(
+            gate="solvability",
+            passed=reference_rate > 0 and reference_rate >= needed,
+            statistic={"reference_success": reference_rate, "base_reference_success": base_rate, "needed": needed},
+            detail="the reference solver succeeds as it does on the original",
+        )
 
     def learnability(self, candidate: Candidate, seeds: list[int], started: float) -> tuple[GateResult, TrajectoryStore]:
         """The agent's success rate, with a Wilson interval, lies inside the band (adding rollouts while inconclusive)."""
@@ -234,14 +252,25 @@ class Validator:
             done = n
             wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))
             lo, hi = wilson(wins, n, z)
-            stat = {"rollouts": n, "successes": wins, "rate": wins / n, "ci": [lo, hi], "band": list(config.band), "confidence": config.confidence}
+            stat = {
+                "rollouts": n,
+                "successes": wins,
+                "rate": wins / n,
+                "ci": [lo, hi],
+                "band": list(config.band),
+                "confidence": config.confidence,
+            }
             if lo >= lo_band and hi <= hi_band:
                 return GateResult(gate="learnability", passed=True, statistic=stat, detail="interval inside the band"), store
             if hi < lo_band or lo > hi_band:
                 return GateResult(gate="learnability", passed=False, statistic=stat, detail="interval outside the band"), store
             if n >= config.max_rollouts:
-                return GateResult(gate="learnability", passed=False, statistic={**stat, "inconclusive": True},
-                                  detail="inconclusive at the rollout budget: rejected (fail closed)"), store
+                return GateResult(
+                    gate="learnability",
+                    passed=False,
+                    statistic={**stat, "inconclusive": True},
+                    detail="inconclusive at the rollout budget: rejected (fail closed)",
+                ), store
             n = min(config.max_rollouts, max(n + 1, (3 * n + 1) // 2))  # half as many again: stop soon after it is decided
 
     def targeting(self, candidate: Candidate, store: TrajectoryStore) -> GateResult:
@@ -252,13 +281,20 @@ class Validator:
             values = [e.level_features.get(feature) for e in store.iter_episodes()]
             inside = [v is not None and (v > threshold if op == ">" else v <= threshold) for v in values]
             share = sum(inside) / max(len(inside), 1)
-            return GateResult(gate="targeting", passed=share >= self.config.region_min_share,
-                              statistic={"feature": feature, "region": f"{op} {threshold:g}", "share_in_region": share},
-                              detail="levels fall in the failing region")
+            return GateResult(
+                gate="targeting",
+                passed=share >= self.config.region_min_share,
+                statistic={"feature": feature, "region": f"{op} {threshold:g}", "share_in_region": share},
+                detail="levels fall in the failing region",
+            )
         found = diagnose(store, DiagnoseConfig(min_episodes=1, min_rate=0.0)).finding(candidate.finding)
         episodes = found.episodes if found is not None else 0
-        return GateResult(gate="targeting", passed=episodes > 0, statistic={"finding": candidate.finding, "episodes": episodes,
-                          "rate": found.rate if found is not None else 0.0}, detail="the weakness occurs in the candidate's rollouts")
+        return GateResult(
+            gate="targeting",
+            passed=episodes > 0,
+            statistic={"finding": candidate.finding, "episodes": episodes, "rate": found.rate if found is not None else 0.0},
+            detail="the weakness occurs in the candidate's rollouts",
+        )
 
     def novelty(self, candidate: Candidate, seeds: list[int], admitted: list[tuple[str, HarnessSpec]]) -> GateResult:
         """Not an admitted hash, and not behaviourally identical to an admitted component or the base env."""
@@ -273,9 +309,12 @@ class Validator:
             if closest is None or sum(gap) < sum(closest):
                 closest, twin = gap, name
         same = closest is not None and closest[0] <= self.config.novelty_success_tol and closest[1] <= self.config.novelty_length_tol
-        return GateResult(gate="novelty", passed=not same,
-                          statistic={"closest": twin, "success_gap": closest[0], "length_gap": closest[1], "success": mine[0], "mean_length": mine[1]},
-                          detail="behaves like an existing environment" if same else "behaves differently from every admitted one")
+        return GateResult(
+            gate="novelty",
+            passed=not same,
+            statistic={"closest": twin, "success_gap": closest[0], "length_gap": closest[1], "success": mine[0], "mean_length": mine[1]},
+            detail="behaves like an existing environment" if same else "behaves differently from every admitted one",
+        )
 
     # -- all gates -----------------------------------------------------------------------
     def validate(self, candidate: Candidate, seeds: list[int], admitted: list[tuple[str, HarnessSpec]] = ()) -> Validation:
@@ -309,5 +348,12 @@ class Validator:
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         passed = error is None and len(gates) == len(GATES) and all(g.passed for g in gates)
         rollouts = sum(g.statistic.get("rollouts", 0) for g in gates) + self.config.reference_rollouts
-        return Validation(candidate=candidate.hash, passed=passed, gates=gates, seeds=list(seeds), rollouts=rollouts,
-                          wall_time=time.perf_counter() - started, error=error)
+        return Validation(
+            candidate=candidate.hash,
+            passed=passed,
+            gates=gates,
+            seeds=list(seeds),
+            rollouts=rollouts,
+            wall_time=time.perf_counter() - started,
+            error=error,
+        )

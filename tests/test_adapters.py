@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 import envharness
+from conftest import fixed_actions
 from envharness.adapters import Adapter, adapter_for
 from envharness.verifier import Verdict
-
-from conftest import fixed_actions
 
 
 def _run(env, actions, seed=0):
@@ -48,8 +47,9 @@ def test_minigrid_lava_is_a_failure_with_cause():
     env = envharness.wrap("MiniGrid-LavaGapS5-v0")
     env.reset(seed=0)
     raw = env.unwrapped
-    lava = next((x, y) for x in range(raw.width) for y in range(raw.height)
-                if raw.grid.get(x, y) is not None and raw.grid.get(x, y).type == "lava")
+    lava = next(
+        (x, y) for x in range(raw.width) for y in range(raw.height) if raw.grid.get(x, y) is not None and raw.grid.get(x, y).type == "lava"
+    )
     raw.agent_pos, raw.agent_dir = (lava[0] - 1, lava[1]), 0
     _, _, terminated, _, info = env.step(2)
     assert terminated and info["verdict"] == Verdict(False, 0.0, "lava")
@@ -195,7 +195,7 @@ def test_every_registered_minigrid_env_wraps_steps_and_is_judged():
 def test_cliffwalking_gets_a_step_limit_because_its_registration_has_none():
     env = envharness.wrap("CliffWalking-v1")
     env.reset(seed=0)
-    for t in range(1, 1000):
+    for t in range(1, 1000):  # noqa: B007 (t is read after the loop)
         *_, terminated, truncated, info = env.step(0)  # up, into the wall: never the goal
         if terminated or truncated:
             break

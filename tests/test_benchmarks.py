@@ -14,8 +14,9 @@ from envrigger.loop import LevelSplit
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import heldout  # noqa: E402
 
-needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None,
-                               reason="needs the sb3 extra (Stable-Baselines3 and torch)")
+needs_sb3 = pytest.mark.skipif(
+    importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra (Stable-Baselines3 and torch)"
+)
 
 
 def test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out():
@@ -37,8 +38,16 @@ def test_an_unknown_benchmark_name_is_a_clear_error():
 def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, monkeypatch):
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "tiny.json").write_text(json.dumps({"name": "tiny", "domain": "hazards", "title": "a tiny smoke benchmark",
-                                                 "spec": {"env_id": "MiniGrid-Dynamic-Obstacles-Random-6x6-v0"}}))
+    (suite / "tiny.json").write_text(
+        json.dumps(
+            {
+                "name": "tiny",
+                "domain": "hazards",
+                "title": "a tiny smoke benchmark",
+                "spec": {"env_id": "MiniGrid-Dynamic-Obstacles-Random-6x6-v0"},
+            }
+        )
+    )
     monkeypatch.setattr(heldout, "SUITE", suite)
     monkeypatch.setattr(heldout, "QUICK", {**heldout.QUICK, "rounds": 1, "budget_steps": 256, "eval_episodes": 10, "val_episodes": 10})
     out = tmp_path / "out"
@@ -60,4 +69,6 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     # A second benchmark run on its own joins the report; --report trains nothing.
     (suite / "tiny2.json").write_text((suite / "tiny.json").read_text().replace('"tiny"', '"tiny2"'))
     assert heldout.main(["--report", "--quick", "-o", str(out)]) == 0
-    assert not (out / "tiny2").exists() and [b["benchmark"]["name"] for b in json.loads((out / "results.json").read_text())["benchmarks"]] == ["tiny"]
+    assert not (out / "tiny2").exists() and [
+        b["benchmark"]["name"] for b in json.loads((out / "results.json").read_text())["benchmarks"]
+    ] == ["tiny"]

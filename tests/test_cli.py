@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from envharness import HarnessSpec
-from envharness.cli import run_cli, app
+from envharness.cli import app, run_cli
 from envharness.transforms import TRANSFORMS
 
 
@@ -34,8 +34,15 @@ def test_transforms_table_filters_by_kind(capsys):
 
 def test_wrap_writes_a_spec_that_builds(tmp_path, capsys):
     out = tmp_path / "spec.json"
-    code = cli("wrap", "MiniGrid-DoorKey-8x8-v0", "MoveGoal:max_dist=3", "BlockAction:actions=[4,5],reason=hands off",
-               "ActionSlip:p=0.1", "-o", str(out))
+    code = cli(
+        "wrap",
+        "MiniGrid-DoorKey-8x8-v0",
+        "MoveGoal:max_dist=3",
+        "BlockAction:actions=[4,5],reason=hands off",
+        "ActionSlip:p=0.1",
+        "-o",
+        str(out),
+    )
     assert code == 0
     spec = HarnessSpec.from_json(out.read_text())
     assert [t.name for t in spec.transforms] == ["MoveGoal", "BlockAction", "ActionSlip"]

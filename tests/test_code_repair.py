@@ -71,12 +71,15 @@ def test_tools_view_replace_and_run_visible_tests():
     assert "1/1 visible tests pass" in obs and info["tests_passed"] == 1
 
 
-@pytest.mark.parametrize("action, fragment", [
-    ("not json", "Expecting value"),
-    (call("dance"), "'tool' must be one of"),
-    (call("view", path="nope.py"), "no file 'nope.py'"),
-    (call("replace", path="calc.py", start=5, end=9, text="x"), "outside 1-2"),
-])
+@pytest.mark.parametrize(
+    "action, fragment",
+    [
+        ("not json", "Expecting value"),
+        (call("dance"), "'tool' must be one of"),
+        (call("view", path="nope.py"), "no file 'nope.py'"),
+        (call("replace", path="calc.py", start=5, end=9, text="x"), "outside 1-2"),
+    ],
+)
 def test_bad_tool_calls_are_tool_errors_not_crashes(action, fragment):
     env = envharness.wrap(ENV, task="add")
     env.reset(seed=0)
@@ -85,25 +88,42 @@ def test_bad_tool_calls_are_tool_errors_not_crashes(action, fragment):
 
 
 def test_check_env_passes_on_text_spaces_with_a_stack_of_transforms():
-    env = envharness.wrap(ENV, OpenFile(), BlockTool(tools=["list"]), ToolCost(tool="run_tests", cost=0.1),
-                          StepBudget(max_steps=12), TruncateText(max_chars=4000), TextHint(text="run the tests first"))
+    env = envharness.wrap(
+        ENV,
+        OpenFile(),
+        BlockTool(tools=["list"]),
+        ToolCost(tool="run_tests", cost=0.1),
+        StepBudget(max_steps=12),
+        TruncateText(max_chars=4000),
+        TextHint(text="run the tests first"),
+    )
     check_env(env, skip_render_check=True)
 
 
 def test_transforms_reshape_the_code_env():
-    env = envharness.wrap(ENV, OpenFile(), BlockTool(tools=["run_tests"], reason="no test budget"),
-                          ToolCost(tool="view", cost=0.25), TextHint(text="check edge cases"), task="clamp")
+    env = envharness.wrap(
+        ENV,
+        OpenFile(),
+        BlockTool(tools=["run_tests"], reason="no test budget"),
+        ToolCost(tool="view", cost=0.25),
+        TextHint(text="check edge cases"),
+        task="clamp",
+    )
     obs, _ = env.reset(seed=0)
     assert "  3|         return hi" in obs and obs.endswith("Hint: check edge cases")
     assert env.step(call("run_tests"))[4]["blocked"] == "no test budget"
     assert env.step(call("view", path="bounds.py"))[1] == -0.25
     # A prefix may set the files up (another level of the task, with its own id) ...
-    hinted = envharness.wrap(ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=1, end=1, text="def add(a, b):  # fix below")]), task="add")
+    hinted = envharness.wrap(
+        ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=1, end=1, text="def add(a, b):  # fix below")]), task="add"
+    )
     obs, info = hinted.reset(seed=0)
     assert "# fix below" in obs and info["level_id"] != envharness.wrap(ENV, task="add").reset(seed=0)[1]["level_id"]
     assert not hinted.step(call("submit"))[4]["verdict"].success
     # ... but not solve the task before the agent acts, nor run code while doing it.
-    fixed = envharness.wrap(ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=2, end=2, text="    return a + b")]), task="add")
+    fixed = envharness.wrap(
+        ENV, ReplayPrefix(actions=[call("replace", path="calc.py", start=2, end=2, text="    return a + b")]), task="add"
+    )
     with pytest.raises(envharness.TransformError, match="solved before the agent acts"):
         fixed.reset(seed=0)
     running = envharness.wrap(ENV, ReplayPrefix(actions=[call("run_tests")]), task="add")
@@ -113,21 +133,25 @@ def test_transforms_reshape_the_code_env():
 
 def test_editing_the_visible_tests_cannot_make_a_failing_patch_pass():
     env = envharness.wrap(ENV, task="add")
-    *_, info = play(env, [call("replace", path="test_visible.py", start=1, end=4, text="def test_ok():\n    pass"),
-                          call("run_tests"), call("submit")])
+    *_, info = play(
+        env, [call("replace", path="test_visible.py", start=1, end=4, text="def test_ok():\n    pass"), call("run_tests"), call("submit")]
+    )
     assert info["verdict"].success is False
 
 
-@pytest.mark.parametrize("patch", [
-    # forge the runner's result line without knowing the nonce
-    "import sys\\nprint('RESULT 0000 {\\\"test_add_negative\\\": \\\"pass\\\", \\\"test_add_zero\\\": \\\"pass\\\"}')\\ndef add(a, b):\\n    return a - b",
-    # leave before any test runs, with a success exit code
-    "import os\\nos._exit(0)",
-    # try to overwrite the hidden tests on disk
-    "open('test_hidden_suite.py', 'w').write('def test_ok():\\\\n    pass\\\\n')\\ndef add(a, b):\\n    return a - b",
-    # monkeypatch the serializer the runner reports with
-    "import json\\njson.dumps = lambda *a, **k: '{}'\\ndef add(a, b):\\n    return a - b",
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        # forge the runner's result line without knowing the nonce
+        'import sys\\nprint(\'RESULT 0000 {\\"test_add_negative\\": \\"pass\\", \\"test_add_zero\\": \\"pass\\"}\')\\ndef add(a, b):\\n    return a - b',
+        # leave before any test runs, with a success exit code
+        "import os\\nos._exit(0)",
+        # try to overwrite the hidden tests on disk
+        "open('test_hidden_suite.py', 'w').write('def test_ok():\\\\n    pass\\\\n')\\ndef add(a, b):\\n    return a - b",
+        # monkeypatch the serializer the runner reports with
+        "import json\\njson.dumps = lambda *a, **k: '{}'\\ndef add(a, b):\\n    return a - b",
+    ],
+)
 def test_an_adversarial_patch_cannot_pass_the_hidden_tests(patch):
     env = envharness.wrap(ENV, task="add")
     text = json.loads(f'"{patch}"')
@@ -184,7 +208,7 @@ def test_the_verifier_runs_in_docker_too():
     task = next(t for t in TASKS if t.name == "leap_year")
     fixed = task.source.splitlines()
     for start, end, text in sorted(task.fix, reverse=True):
-        fixed[start - 1:end] = text.splitlines()
+        fixed[start - 1 : end] = text.splitlines()
     assert verify({task.path: "\n".join(fixed) + "\n"}, task.hidden_tests, "docker") == (True, 3, 3)
     assert verify({task.path: task.source}, task.hidden_tests, "docker")[0] is False
     env = envharness.wrap(ENV, task="add", sandbox="docker")

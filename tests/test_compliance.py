@@ -34,14 +34,30 @@ STACKS = {
     "FrozenLake-v1": [FrozenLakeMap(add_holes=2), MoveGoal(max_dist=4), ActionSlip(p=0.1), DelayObservation(steps=1)],
     "Taxi-v4": [MoveAgent(min_dist=1, max_dist=3), MoveGoal(min_dist=1, max_dist=8), ActionCost(cost=0.1), StepBudget(max_steps=80)],
     "CliffWalking-v1": [MoveAgent(min_dist=2, max_dist=6), RemapActions(mapping={0: 1, 1: 0}), TerminateOn(event="revisit", patience=20)],
-    "CartPole-v1": [PhysicsParams(pole_length=0.8, gravity=11.0), InitialStateNoise(scale=0.03), ObservationNoise(std=0.01), MaskObservation(indices=[1])],
+    "CartPole-v1": [
+        PhysicsParams(pole_length=0.8, gravity=11.0),
+        InitialStateNoise(scale=0.03),
+        ObservationNoise(std=0.01),
+        MaskObservation(indices=[1]),
+    ],
     "MountainCar-v0": [PhysicsParams(force=0.0015), InitialStateNoise(scale=0.05), ObservationNoise(std=0.001)],
     "Acrobot-v1": [PhysicsParams(link_length=1.2), InitialStateNoise(scale=0.05), BlockAction(actions=[1])],
-    "MiniGrid-DoorKey-8x8-v0": [MoveGoal(max_dist=6), AddLava(count=2), ActionSlip(p=0.05), PartialView(radius=2), TextHint(text="keys open doors")],
+    "MiniGrid-DoorKey-8x8-v0": [
+        MoveGoal(max_dist=6),
+        AddLava(count=2),
+        ActionSlip(p=0.05),
+        PartialView(radius=2),
+        TextHint(text="keys open doors"),
+    ],
     "MiniGrid-LavaGapS5-v0": [MoveAgent(min_dist=1, max_dist=4), StepBudget(max_steps=60), PartialView(radius=1)],
     "MiniGrid-Fetch-5x5-N2-v0": [MoveAgent(), BlockAction(actions=[6], reason="done is disabled")],
     "Pendulum-v1": [ObservationNoise(std=0.01), StepBudget(max_steps=50)],
-    "envharness/GeneratedFrozenLake-v0": [FrozenLakeMap(add_holes=2), MoveAgent(min_dist=1, max_dist=4), ActionCost(cost=0.01), DelayObservation(steps=1)],
+    "envharness/GeneratedFrozenLake-v0": [
+        FrozenLakeMap(add_holes=2),
+        MoveAgent(min_dist=1, max_dist=4),
+        ActionCost(cost=0.01),
+        DelayObservation(steps=1),
+    ],
     "envharness/PhysicsCartPole-v0": [PhysicsParams(force=8.0), InitialStateNoise(scale=0.03), MaskObservation(indices=[3])],
 }
 
@@ -84,8 +100,7 @@ def test_runs_in_vector_envs(vector_cls):
 @pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])
 def test_vector_autoreset_reapplies_state_transforms(vector_cls):
     # Every level starts with its goal exactly 2 cells away; after autoreset too.
-    make = lambda: envharness.wrap("FrozenLake-v1", MoveGoal(min_dist=2, max_dist=2), is_slippery=False,
-                                   max_episode_steps=3)
+    make = lambda: envharness.wrap("FrozenLake-v1", MoveGoal(min_dist=2, max_dist=2), is_slippery=False, max_episode_steps=3)
     envs = vector_cls([make])
     try:
         _, info = envs.reset(seed=0)

@@ -10,10 +10,9 @@ import gymnasium as gym
 import pytest
 
 import envharness
+from conftest import fixed_actions, trajectory_digest
 from envharness import HarnessSpec
 from envharness.transforms import ActionSlip, AddWalls, DelayObservation, InitialStateNoise, MoveGoal, ObservationNoise, PhysicsParams
-
-from conftest import fixed_actions, trajectory_digest
 
 CASES = {
     "minigrid": HarnessSpec(
@@ -27,7 +26,11 @@ CASES = {
     ),
     "cartpole": HarnessSpec(
         env_id="CartPole-v1",
-        transforms=[PhysicsParams(pole_length=0.7).to_spec(), InitialStateNoise(scale=0.04).to_spec(), ObservationNoise(std=0.02).to_spec()],
+        transforms=[
+            PhysicsParams(pole_length=0.7).to_spec(),
+            InitialStateNoise(scale=0.04).to_spec(),
+            ObservationNoise(std=0.02).to_spec(),
+        ],
     ),
 }
 

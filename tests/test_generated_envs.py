@@ -106,7 +106,9 @@ def test_physics_is_drawn_per_seed_inside_the_ranges():
         info = env.reset(seed=seed)[1]
         raw = env.unwrapped
         assert 0.2 <= raw.length <= 0.3 and 4.0 <= raw.force_mag <= 6.0
-        assert raw.polemass_length == pytest.approx(raw.masspole * raw.length) and raw.total_mass == pytest.approx(raw.masspole + raw.masscart)
+        assert raw.polemass_length == pytest.approx(raw.masspole * raw.length) and raw.total_mass == pytest.approx(
+            raw.masspole + raw.masscart
+        )
         assert info["level"]["pole_length"] == raw.length
         seen.add(info["level_id"])
     assert len(seen) == 50
@@ -123,10 +125,13 @@ def test_physics_params_override_the_drawn_level_and_the_solver_balances_every_r
     assert all(v.success and v.reason == "balanced to the time limit" for v in verdicts)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"ranges": {"gravty": (1, 2)}}, "no CartPole constant named 'gravty'"),
-    ({"ranges": {"force": (5, 1)}}, r"ranges\['force'\]: got \(5, 1\)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"ranges": {"gravty": (1, 2)}}, "no CartPole constant named 'gravty'"),
+        ({"ranges": {"force": (5, 1)}}, r"ranges\['force'\]: got \(5, 1\)"),
+    ],
+)
 def test_bad_physics_ranges_are_refused_in_one_line(kwargs, match):
     with pytest.raises(ValueError, match=match):
         gym.make(POLE, **kwargs)

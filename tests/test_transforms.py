@@ -14,13 +14,10 @@ from envharness.transforms import (
     ActionCost,
     ActionSlip,
     AddLava,
-    BlockTool,
-    BlockVerb,
-    OpenFile,
-    ToolCost,
-    TruncateText,
     AddWalls,
     BlockAction,
+    BlockTool,
+    BlockVerb,
     Chain,
     DelayObservation,
     DropField,
@@ -30,6 +27,7 @@ from envharness.transforms import (
     MoveAgent,
     MoveGoal,
     ObservationNoise,
+    OpenFile,
     PartialView,
     PhysicsParams,
     RemapActions,
@@ -38,6 +36,8 @@ from envharness.transforms import (
     StepBudget,
     TerminateOn,
     TextHint,
+    ToolCost,
+    TruncateText,
     transform_from_spec,
 )
 from envharness.transforms.base import _bounds
@@ -109,10 +109,7 @@ def test_mutate_is_pure_seeded_and_within_bounds(transform):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 lo, hi = _bounds(field)
                 assert lo <= value <= hi
-    numeric = any(
-        field.annotation in (int, float) or field.annotation == float | None
-        for field in type(transform).model_fields.values()
-    )
+    numeric = any(field.annotation in (int, float) or field.annotation == float | None for field in type(transform).model_fields.values())
     if numeric:
         assert any(child != transform for child in first)
 
@@ -157,6 +154,7 @@ def test_physics_params_change_the_dynamics():
     def final(env):
         env.reset(seed=0)
         return [env.step(a)[0] for a in actions][-1]
+
     plain = final(envharness.wrap("CartPole-v1"))
     heavy = final(envharness.wrap("CartPole-v1", PhysicsParams(gravity=30.0, pole_length=0.2)))
     assert not np.allclose(plain, heavy)

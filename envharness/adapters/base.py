@@ -112,8 +112,7 @@ class Adapter:
             )
         offered = ", ".join(sorted(self.capabilities))
         raise IncompatibleTransformError(
-            f"{transform}: {env_name} ({self.family} adapter) cannot {what}; "
-            f"it supports state transforms needing: {offered}"
+            f"{transform}: {env_name} ({self.family} adapter) cannot {what}; it supports state transforms needing: {offered}"
         )
 
     # -- episode life cycle ------------------------------------------------------------
@@ -226,10 +225,7 @@ class Adapter:
 
     def observe(self) -> Any:
         """Re-read the base env's observation after its state was edited."""
-        raise StateAccessError(
-            f"{type(self.raw).__name__}: envharness cannot re-read this env's observation; "
-            "it has no state access"
-        )
+        raise StateAccessError(f"{type(self.raw).__name__}: envharness cannot re-read this env's observation; it has no state access")
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         """The original verifier on one raw base transition."""
@@ -311,7 +307,12 @@ def _layers(env: gym.Env) -> tuple[gym.Env, ...]:
 
 
 def _callable_names(cls: type) -> frozenset[str]:
-    return frozenset(name for klass in cls.__mro__ for name, value in vars(klass).items() if callable(value) or isinstance(value, (staticmethod, classmethod, property)))
+    return frozenset(
+        name
+        for klass in cls.__mro__
+        for name, value in vars(klass).items()
+        if callable(value) or isinstance(value, (staticmethod, classmethod, property))
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -350,9 +351,7 @@ def digest(*parts: Any) -> str:
     return h.hexdigest()
 
 
-def grid_distances(
-    width: int, height: int, start: tuple[int, int], passable: Callable[[int, int], bool]
-) -> np.ndarray:
+def grid_distances(width: int, height: int, start: tuple[int, int], passable: Callable[[int, int], bool]) -> np.ndarray:
     """Shortest 4-neighbour path lengths from ``start``; -1 where unreachable.
 
     Example:
@@ -372,9 +371,7 @@ def grid_distances(
     return dist
 
 
-def pick_by_distance(
-    cells: list[tuple[int, int]], dist: np.ndarray, lo: int, hi: int, rng: np.random.Generator
-) -> tuple[int, int] | None:
+def pick_by_distance(cells: list[tuple[int, int]], dist: np.ndarray, lo: int, hi: int, rng: np.random.Generator) -> tuple[int, int] | None:
     """A random cell among ``cells`` whose ``dist`` lies in ``[lo, hi]``, or None."""
     eligible = [c for c in cells if lo <= dist[c] <= hi]
     if not eligible:

@@ -115,13 +115,15 @@ class CartPoleAdapter(ClassicControlAdapter):
     """
 
     env_class = "CartPoleEnv"
-    physics = MappingProxyType({
-        "gravity": ("gravity",),
-        "pole_length": ("length",),
-        "pole_mass": ("masspole",),
-        "cart_mass": ("masscart",),
-        "force": ("force_mag",),
-    })
+    physics = MappingProxyType(
+        {
+            "gravity": ("gravity",),
+            "pole_length": ("length",),
+            "pole_mass": ("masspole",),
+            "cart_mass": ("masscart",),
+            "force": ("force_mag",),
+        }
+    )
 
     def set_physics(self, values: dict[str, float]) -> None:
         super().set_physics(values)
@@ -201,9 +203,7 @@ class MountainCarAdapter(ClassicControlAdapter):
 
     def _clip_state(self, state: np.ndarray) -> np.ndarray:
         raw = self.raw
-        return np.array(
-            [np.clip(state[0], raw.min_position, raw.max_position), np.clip(state[1], -raw.max_speed, raw.max_speed)]
-        )
+        return np.array([np.clip(state[0], raw.min_position, raw.max_position), np.clip(state[1], -raw.max_speed, raw.max_speed)])
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         position, velocity = self.raw.state[:2]
@@ -225,10 +225,12 @@ class AcrobotAdapter(ClassicControlAdapter):
     """
 
     env_class = "AcrobotEnv"
-    physics = MappingProxyType({
-        "link_length": ("LINK_LENGTH_1", "LINK_LENGTH_2"),
-        "link_mass": ("LINK_MASS_1", "LINK_MASS_2"),
-    })
+    physics = MappingProxyType(
+        {
+            "link_length": ("LINK_LENGTH_1", "LINK_LENGTH_2"),
+            "link_mass": ("LINK_MASS_1", "LINK_MASS_2"),
+        }
+    )
 
     def observe(self) -> Any:
         return self.raw._get_ob()

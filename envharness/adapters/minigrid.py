@@ -88,12 +88,7 @@ class MiniGridAdapter(Adapter):
     @staticmethod
     def _cells_of(kind: str, raw: Any) -> list[tuple[int, int]]:
         grid = raw.grid
-        return [
-            (x, y)
-            for x in range(grid.width)
-            for y in range(grid.height)
-            if (cell := grid.get(x, y)) is not None and cell.type == kind
-        ]
+        return [(x, y) for x in range(grid.width) for y in range(grid.height) if (cell := grid.get(x, y)) is not None and cell.type == kind]
 
     # -- episode life cycle ------------------------------------------------------------
     def begin_episode(self) -> None:
@@ -190,12 +185,7 @@ class MiniGridAdapter(Adapter):
 
     def _empty_cells(self) -> list[tuple[int, int]]:
         grid, agent = self.raw.grid, self._agent()
-        return [
-            (x, y)
-            for x in range(1, grid.width - 1)
-            for y in range(1, grid.height - 1)
-            if grid.get(x, y) is None and (x, y) != agent
-        ]
+        return [(x, y) for x in range(1, grid.width - 1) for y in range(1, grid.height - 1) if grid.get(x, y) is None and (x, y) != agent]
 
     def move_goal(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         """Move the first goal tile to an empty cell at path distance in ``[min_dist, max_dist]``."""

@@ -82,22 +82,16 @@ class TextWorldAdapter(Adapter):
     def position(self) -> Any:
         return f"{self.raw.room}|{self.raw.facts}"
 
-    def judge(
-        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict
-    ) -> Verdict:
+    def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         raw = self.raw
         game = self._game
         if raw.game != game:
             return Verdict(False, 0.0, "the game changed during the episode")
         if raw.won:
             return Verdict(True, 1.0, "won the game")
-        progress = (
-            min(max(raw.score / game.max_score, 0.0), 1.0) if game.max_score else 0.0
-        )
+        progress = min(max(raw.score / game.max_score, 0.0), 1.0) if game.max_score else 0.0
         if raw.lost:
             return Verdict(False, progress, "lost the game")
         if terminated or truncated:
-            return Verdict(
-                False, progress, TIMEOUT if truncated else "terminated without winning"
-            )
+            return Verdict(False, progress, TIMEOUT if truncated else "terminated without winning")
         return RUNNING

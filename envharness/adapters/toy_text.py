@@ -78,7 +78,7 @@ class FrozenLakeAdapter(ToyTextAdapter):
         for s, by_action in raw.P.items():
             if desc[s] in (b"G", b"H"):
                 continue
-            for a, outcomes in by_action.items():
+            for outcomes in by_action.values():
                 if len(outcomes) > 1:
                     # Gymnasium lists the slips around the intended move: (left of it, it, right of it).
                     slippery = True
@@ -259,7 +259,8 @@ class TaxiAdapter(ToyTextAdapter):
         locs = self.raw.locs
         origin = locs[passenger] if passenger < 4 else (row, col)
         options = [
-            d for d in range(len(locs))
+            d
+            for d in range(len(locs))
             if d != passenger and min_dist <= abs(locs[d][0] - origin[0]) + abs(locs[d][1] - origin[1]) <= max_dist
         ]
         if not options:
@@ -338,7 +339,9 @@ class CliffWalkingAdapter(ToyTextAdapter):
     def move_agent(self, rng: np.random.Generator, min_dist: int, max_dist: int) -> bool:
         rows, cols = self.raw.shape
         cells = [
-            (r, c) for r in range(rows) for c in range(cols)
+            (r, c)
+            for r in range(rows)
+            for c in range(cols)
             if not self.raw._cliff[r, c] and int(np.ravel_multi_index((r, c), self.raw.shape)) != self._goal_state
         ]
         target = pick_by_distance(cells, self._distances_to_goal(), min_dist, max_dist, rng)

@@ -38,7 +38,7 @@ VISIBLE_FILE = "test_visible.py"
 
 # Ours, written into the sandbox after the agent's files. It reads the nonce and keeps its
 # own references to what it reports with before any agent code is imported.
-RUNNER = r'''
+RUNNER = r"""
 import importlib, json, sys, traceback
 nonce = sys.stdin.readline().strip()
 dumps, write = json.dumps, sys.__stdout__.write
@@ -55,7 +55,7 @@ for name in names:
     except BaseException:
         results[name] = "fail: " + traceback.format_exc(limit=3)[-600:]
 write("\nRESULT " + nonce + " " + dumps(results) + "\n")
-'''
+"""
 
 
 def suite_tests(source: str) -> list[str]:
@@ -71,16 +71,19 @@ def run_tests(files: dict[str, str], tests: str, test_file: str, backend: str) -
     sandbox = get_sandbox(backend)
     payload = {**files, test_file: tests, "_runner.py": RUNNER}  # ours last: they overwrite anything the agent wrote
     module = test_file.removesuffix(".py")
-    result = sandbox.run(["sh", "-c", f"echo {nonce} | python3 _runner.py {module}"], payload, Limits(timeout_s=15, memory_mb=256, cpu_s=10))
+    result = sandbox.run(
+        ["sh", "-c", f"echo {nonce} | python3 _runner.py {module}"], payload, Limits(timeout_s=15, memory_mb=256, cpu_s=10)
+    )
     marker = f"RESULT {nonce} "
-    line = next((l for l in reversed(result.stdout.splitlines()) if l.startswith(marker)), None)
+    line = next((out for out in reversed(result.stdout.splitlines()) if out.startswith(marker)), None)
     if line is None:
         reason = result.limit or (result.stderr.strip().splitlines() or ["no result"])[-1]
         return {name: f"fail: the test run did not finish ({reason})" for name in suite_tests(tests)}
-    reported = json.loads(line[len(marker):])
+    reported = json.loads(line[len(marker) :])
     # Only the tests the suite defines count, and a missing one fails.
     return {name: reported.get(name, "fail: not run") for name in suite_tests(tests)} | (
-        {"<import>": reported["<import>"]} if "<import>" in reported else {})
+        {"<import>": reported["<import>"]} if "<import>" in reported else {}
+    )
 
 
 @lru_cache(maxsize=4096)
@@ -115,7 +118,9 @@ class CodeRepairEnv(gym.Env):
 
     metadata = {"render_modes": ["ansi"]}
 
-    def __init__(self, task: str | None = None, sandbox: str = "subprocess", output_limit: int = 3000, render_mode: str | None = None) -> None:
+    def __init__(
+        self, task: str | None = None, sandbox: str = "subprocess", output_limit: int = 3000, render_mode: str | None = None
+    ) -> None:
         names = [t.name for t in TASKS]
         if task is not None and task not in names:
             raise ValueError(f"task {task!r} is unknown; use one of {', '.join(names)}")
@@ -134,8 +139,10 @@ class CodeRepairEnv(gym.Env):
 
     # -- helpers -------------------------------------------------------------------------
     def _text(self, output: str) -> str:
-        header = (f"Task: {self.task.description}\nFiles: {', '.join(sorted(self.files))}\n"
-                  f"Tools: {', '.join(TOOLS)} (JSON actions, e.g. {{\"tool\": \"view\", \"path\": \"{self.task.path}\"}})\n\n")
+        header = (
+            f"Task: {self.task.description}\nFiles: {', '.join(sorted(self.files))}\n"
+            f'Tools: {", ".join(TOOLS)} (JSON actions, e.g. {{"tool": "view", "path": "{self.task.path}"}})\n\n'
+        )
         text = header + output[: self.output_limit]
         text = "".join(c if c in CHARSET else "?" for c in text)
         return text[:OBS_LIMIT]
@@ -181,7 +188,7 @@ class CodeRepairEnv(gym.Env):
                 lines = self.files[path].splitlines()
                 if not (1 <= start <= end + 1 and end <= len(lines)):
                     raise ValueError(f"line range {start}-{end} is outside 1-{len(lines)}")
-                lines[start - 1:end] = text.splitlines()
+                lines[start - 1 : end] = text.splitlines()
                 self.files[path] = "\n".join(lines) + "\n"
                 output = f"replaced lines {start}-{end} of {path}:\n{self._numbered(path)}"
             elif tool == "run_tests":

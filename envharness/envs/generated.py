@@ -52,8 +52,13 @@ class GeneratedFrozenLake(FrozenLakeEnv):
         8
     """
 
-    def __init__(self, sizes: Sequence[int] = (5, 6, 7, 8), frozen: Sequence[float] = (0.75, 0.9), is_slippery: bool = False,
-                 render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        sizes: Sequence[int] = (5, 6, 7, 8),
+        frozen: Sequence[float] = (0.75, 0.9),
+        is_slippery: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
         sizes = tuple(int(s) for s in sizes)
         if not sizes or min(sizes) < 2 or max(sizes) > 32:
             raise ValueError(f"sizes: got {sizes}; give map sides between 2 and 32")
@@ -61,8 +66,7 @@ class GeneratedFrozenLake(FrozenLakeEnv):
             raise ValueError(f"frozen: got {tuple(frozen)}; give (low, high) shares of frozen tiles with 0 < low <= high <= 1")
         self.sizes, self.frozen = sizes, (float(frozen[0]), float(frozen[1]))
         self._largest = max(sizes)
-        super().__init__(render_mode=render_mode, desc=generate_random_map(self._largest, self.frozen[1], seed=0),
-                         is_slippery=is_slippery)
+        super().__init__(render_mode=render_mode, desc=generate_random_map(self._largest, self.frozen[1], seed=0), is_slippery=is_slippery)
         self._slippery = is_slippery
         side = 2 * self._largest - 1
         self.observation_space = spaces.Box(0, 1, (side, side, 3), np.uint8)
@@ -156,8 +160,13 @@ class PhysicsCartPole(CartPoleEnv):
 def register() -> None:
     """Register both envs with Gymnasium (done when :mod:`envharness.envs` is imported)."""
     if "envharness/GeneratedFrozenLake-v0" not in gym.registry:
-        gym.register(id="envharness/GeneratedFrozenLake-v0", entry_point="envharness.envs.generated:GeneratedFrozenLake",
-                     max_episode_steps=100)
+        gym.register(
+            id="envharness/GeneratedFrozenLake-v0", entry_point="envharness.envs.generated:GeneratedFrozenLake", max_episode_steps=100
+        )
     if "envharness/PhysicsCartPole-v0" not in gym.registry:
-        gym.register(id="envharness/PhysicsCartPole-v0", entry_point="envharness.envs.generated:PhysicsCartPole",
-                     max_episode_steps=200, reward_threshold=195.0)
+        gym.register(
+            id="envharness/PhysicsCartPole-v0",
+            entry_point="envharness.envs.generated:PhysicsCartPole",
+            max_episode_steps=200,
+            reward_threshold=195.0,
+        )

@@ -34,9 +34,7 @@ import gymnasium as gym
 CACHE_ENV = "ENVHARNESS_TEXTWORLD_CACHE"
 # TextWorld seeds tried per game: some treasure-hunter maps admit no quest of the asked length.
 ATTEMPTS = 8
-INSTALL = (
-    'TextWorldEnv needs the textworld package: pip install "envharness[textworld]"'
-)
+INSTALL = 'TextWorldEnv needs the textworld package: pip install "envharness[textworld]"'
 
 # tw-cooking skills per level (the generator's own settings, see `tw-make tw-cooking --help`).
 COOKING_LEVELS: dict[int, dict[str, Any]] = {
@@ -74,11 +72,7 @@ def default_cache_dir() -> Path:
         >>> del os.environ["ENVHARNESS_TEXTWORLD_CACHE"]
     """
     configured = os.environ.get(CACHE_ENV)
-    return (
-        Path(configured)
-        if configured
-        else Path.home() / ".cache" / "envharness" / "textworld"
-    )
+    return Path(configured) if configured else Path.home() / ".cache" / "envharness" / "textworld"
 
 
 def game_settings(challenge: str, level: int, tw_seed: int) -> dict[str, Any]:
@@ -139,9 +133,7 @@ def _generate(challenge: str, level: int, tw_seed: int, folder: Path) -> None:
         make = textworld.challenges.CHALLENGES[challenge][1]
         try:
             with quiet():
-                compile_game(
-                    make(game_settings(challenge, level, tw_seed), options), options
-                )
+                compile_game(make(game_settings(challenge, level, tw_seed), options), options)
         except QuestGenerationError as error:
             # Remembered, so that the next attempt is not paid for again.
             (tmp / "unplayable").write_text(str(error))
@@ -156,9 +148,7 @@ def _generate(challenge: str, level: int, tw_seed: int, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def locate_game(
-    challenge: str, level: int, game: int, cache_dir: str | Path
-) -> tuple[Path, int]:
+def locate_game(challenge: str, level: int, game: int, cache_dir: str | Path) -> tuple[Path, int]:
     """The ``.z8`` file of a game and its TextWorld seed, generating the game if it is not cached."""
     version = require_textworld().__version__
     for attempt in range(ATTEMPTS):
@@ -168,9 +158,7 @@ def locate_game(
             _generate(challenge, level, tw_seed, folder)
         if (folder / "game.z8").is_file():
             return folder / "game.z8", tw_seed
-    raise RuntimeError(
-        f"{challenge} level {level}: game {game} could not be generated from {ATTEMPTS} seeds; use another level"
-    )
+    raise RuntimeError(f"{challenge} level {level}: game {game} could not be generated from {ATTEMPTS} seeds; use another level")
 
 
 def generate_game(challenge: str, level: int, game: int, cache_dir: str | Path) -> Path:
@@ -193,11 +181,7 @@ def warm_cache(
     workers: int = 1,
 ) -> int:
     """Generate games ``0 .. games-1`` of every level ahead of time (``workers`` processes); returns how many exist."""
-    jobs = [
-        (challenge, level, game, str(cache_dir or default_cache_dir()))
-        for level in levels
-        for game in range(games)
-    ]
+    jobs = [(challenge, level, game, str(cache_dir or default_cache_dir())) for level in levels for game in range(games)]
     if workers <= 1:
         return len([_warm_one(job) for job in jobs])
     from concurrent.futures import ProcessPoolExecutor

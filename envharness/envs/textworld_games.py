@@ -57,14 +57,8 @@ class GameInfo(NamedTuple):
 
 def _clean(text: str, limit: int) -> str:
     """Game text as the agent sees it: no padding, prompt or restart question; printable; at most ``limit`` characters."""
-    text = re.sub(
-        r"(^|\n)>[^\n]*\s*$", "", text.replace("\r", "")
-    )  # the prompt and the status line (room, score/moves)
-    lines = [
-        line.strip()
-        for line in text.split("\n")
-        if not line.strip().startswith("Would you like to RESTART")
-    ]
+    text = re.sub(r"(^|\n)>[^\n]*\s*$", "", text.replace("\r", ""))  # the prompt and the status line (room, score/moves)
+    lines = [line.strip() for line in text.split("\n") if not line.strip().startswith("Would you like to RESTART")]
     out = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
     return "".join(c if c in _PRINTABLE else "?" for c in out)[:limit]
 
@@ -74,9 +68,7 @@ def _opening(feedback: str, objective: str) -> str:
     start = feedback.find(objective) if objective else -1
     if start >= 0:
         return feedback[start:]
-    return "\n".join(
-        line for line in feedback.split("\n") if not set(line) <= _TITLE_ART
-    )
+    return "\n".join(line for line in feedback.split("\n") if not set(line) <= _TITLE_ART)
 
 
 class _Engine:
@@ -90,9 +82,7 @@ class _Engine:
     def __init__(self, path: Path) -> None:
         textworld = require_textworld()
         self.path = path
-        self.digest = hashlib.sha256(path.read_bytes()).hexdigest()[
-            :16
-        ]  # the game's identity
+        self.digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # the game's identity
         infos = textworld.EnvInfos(
             feedback=True,
             objective=True,
@@ -109,9 +99,7 @@ class _Engine:
     def fingerprint(self) -> str:
         h = hashlib.blake2b(digest_size=16)
         for part in self.env.unwrapped._jericho.get_state():
-            h.update(
-                part.tobytes() if hasattr(part, "tobytes") else repr(part).encode()
-            )
+            h.update(part.tobytes() if hasattr(part, "tobytes") else repr(part).encode())
         progression = getattr(self.env._wrapped_env, "_game_progression", None)
         if progression is not None:
             h.update(repr(sorted(map(str, progression.state.facts))).encode())
@@ -174,27 +162,19 @@ class TextWorldEnv(gym.Env):
         render_mode: str | None = None,
     ) -> None:
         if challenge not in CHALLENGES:
-            raise ValueError(
-                f"challenge {challenge!r} is unknown; use one of {', '.join(CHALLENGES)}"
-            )
+            raise ValueError(f"challenge {challenge!r} is unknown; use one of {', '.join(CHALLENGES)}")
         if importlib.util.find_spec("textworld") is None:
             raise gym.error.DependencyNotInstalled(INSTALL)
         lo, hi, default = CHALLENGES[challenge]
         chosen = tuple(int(level) for level in (default if levels is None else levels))
         if not chosen or any(not lo <= level <= hi for level in chosen):
-            raise ValueError(
-                f"levels: got {list(chosen)}; give {challenge} levels between {lo} and {hi}"
-            )
-        if challenge == "tw-coin_collector" and any(
-            ((level - 1) // 100 + 1) * ((level - 1) % 100 + 1) > 100 for level in chosen
-        ):
+            raise ValueError(f"levels: got {list(chosen)}; give {challenge} levels between {lo} and {hi}")
+        if challenge == "tw-coin_collector" and any(((level - 1) // 100 + 1) * ((level - 1) % 100 + 1) > 100 for level in chosen):
             raise ValueError(
                 f"levels: got {list(chosen)}; coin_collector levels with more than 100 rooms (151-200, 234-300) do not compile"
             )
         if not 1 <= int(games_per_level) <= 2**20:
-            raise ValueError(
-                f"games_per_level: got {games_per_level}; use 1 to {2**20}"
-            )
+            raise ValueError(f"games_per_level: got {games_per_level}; use 1 to {2**20}")
         if not 2 <= int(max_commands) <= 256:
             raise ValueError(f"max_commands: got {max_commands}; use 2 to 256")
         self.challenge, self.levels = challenge, chosen
@@ -260,26 +240,16 @@ class TextWorldEnv(gym.Env):
         self.hidden_commands = max(len(listed) - self.max_commands, 0)
         self.policy = list(state["policy_commands"] or [])
         self.text = _clean(
-            _opening(state["feedback"], state["objective"])
-            if reset
-            else state["feedback"],
+            _opening(state["feedback"], state["objective"]) if reset else state["feedback"],
             TEXT_LIMIT,
         )
         facts = state["_facts"]
         where = next(
-            (
-                f.arguments[1].name
-                for f in facts
-                if f.name == "at" and f.arguments[0].type == "P"
-            ),
+            (f.arguments[1].name for f in facts if f.name == "at" and f.arguments[0].type == "P"),
             None,
         )
-        self.room = (
-            state["game"].infos[where].name if where in state["game"].infos else ""
-        )
-        self.facts = hashlib.blake2b(
-            repr(sorted(map(str, facts))).encode(), digest_size=8
-        ).hexdigest()
+        self.room = state["game"].infos[where].name if where in state["game"].infos else ""
+        self.facts = hashlib.blake2b(repr(sorted(map(str, facts))).encode(), digest_size=8).hexdigest()
 
     def _play(self, command: str) -> None:
         assert self._engine is not None
@@ -294,9 +264,7 @@ class TextWorldEnv(gym.Env):
 
     def observation(self) -> dict[str, str]:
         """The current observation (re-read after setup)."""
-        commands = "\n".join(
-            _clean(c, COMMAND_LIMIT).replace("\n", " ") for c in self.commands
-        )
+        commands = "\n".join(_clean(c, COMMAND_LIMIT).replace("\n", " ") for c in self.commands)
         return {"text": self.text, "commands": commands}
 
     def _info(self) -> dict[str, Any]:
@@ -313,17 +281,13 @@ class TextWorldEnv(gym.Env):
         }
 
     # -- gymnasium API -------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict | None = None
-    ) -> tuple[dict[str, str], dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict[str, str], dict[str, Any]]:
         super().reset(seed=seed)
         level = self.levels[int(self.np_random.integers(len(self.levels)))]
         self._start(level, int(self.np_random.integers(self.games_per_level)), [])
         return self.observation(), self._info()
 
-    def step(
-        self, action: Any
-    ) -> tuple[dict[str, str], float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[dict[str, str], float, bool, bool, dict[str, Any]]:
         if self._engine is None or self.game is None:
             raise gym.error.ResetNeeded("TextWorldEnv: call reset() before step()")
         index, before, info = int(action), self.score, {}
@@ -331,9 +295,7 @@ class TextWorldEnv(gym.Env):
             info["command"] = self.commands[index]
             self._play(self.commands[index])
         else:
-            info["wasted"] = (
-                f"command slot {index} is empty ({len(self.commands)} commands are listed); nothing happened"
-            )
+            info["wasted"] = f"command slot {index} is empty ({len(self.commands)} commands are listed); nothing happened"
         return (
             self.observation(),
             float(self.score - before),
@@ -345,11 +307,7 @@ class TextWorldEnv(gym.Env):
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
-        return (
-            self.text
-            + "\n\n"
-            + "\n".join(f"{i:2d}: {c}" for i, c in enumerate(self.commands))
-        )
+        return self.text + "\n\n" + "\n".join(f"{i:2d}: {c}" for i, c in enumerate(self.commands))
 
     def close(self) -> None:
         self._close_engine()

@@ -36,7 +36,9 @@ class Limits(BaseModel):
 
     timeout_s: float = Field(10.0, gt=0, le=3600, description="wall-clock seconds before the run is killed")
     memory_mb: int = Field(512, ge=16, le=65536, description="address space (subprocess) or memory (docker) limit")
-    cpu_s: float = Field(10.0, gt=0, le=3600, description="CPU seconds (subprocess: RLIMIT_CPU; docker: cores = cpu_s / timeout_s, at most 1)")
+    cpu_s: float = Field(
+        10.0, gt=0, le=3600, description="CPU seconds (subprocess: RLIMIT_CPU; docker: cores = cpu_s / timeout_s, at most 1)"
+    )
     pids: int = Field(64, ge=4, le=4096, description="processes the run may have at once")
     output_bytes: int = Field(1_000_000, ge=1024, le=100_000_000, description="stdout/stderr kept per stream")
     file_mb: int = Field(64, ge=1, le=10_000, description="largest file the run may write")
@@ -105,8 +107,9 @@ class Sandbox:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def run_python(self, code: str, files: Mapping[str, str | bytes] | None = None, limits: Limits | None = None,
-                   collect: tuple[str, ...] = ()) -> SandboxResult:
+    def run_python(
+        self, code: str, files: Mapping[str, str | bytes] | None = None, limits: Limits | None = None, collect: tuple[str, ...] = ()
+    ) -> SandboxResult:
         """Run Python ``code`` (written to ``main.py``) with ``files``."""
         return self.run(["python3", "main.py"], {**(files or {}), "main.py": code}, limits, collect)
 

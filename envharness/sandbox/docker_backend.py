@@ -47,12 +47,18 @@ def debian_mirror() -> str:
     """The Debian mirror apt uses here (``ENVHARNESS_DEBIAN_MIRROR`` overrides)."""
     if os.environ.get("ENVHARNESS_DEBIAN_MIRROR"):
         return os.environ["ENVHARNESS_DEBIAN_MIRROR"]
-    sources = [Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*.list")]
+    sources = [
+        Path("/etc/apt/sources.list.d/debian.sources"),
+        Path("/etc/apt/sources.list"),
+        *Path("/etc/apt/sources.list.d").glob("*.list"),
+    ]
     for path in sources:
         if not path.is_file():
             continue
         text = path.read_text()
-        found = re.search(r"^URIs:\s*(\S+/debian)\s*$", text, flags=re.M) or re.search(r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)\s+\w+", text, flags=re.M)
+        found = re.search(r"^URIs:\s*(\S+/debian)\s*$", text, flags=re.M) or re.search(
+            r"^deb\s+(?:\[[^\]]*\]\s+)?(\S+/debian)\s+\w+", text, flags=re.M
+        )
         if found:
             return found.group(1)
     raise SandboxError("no Debian mirror in /etc/apt; set ENVHARNESS_DEBIAN_MIRROR to one")
@@ -72,16 +78,18 @@ def build_base_image(tag: str = IMAGE, client: Any = None) -> str:
             raise SandboxError("building the sandbox image needs debootstrap; apt-get install debootstrap")
         root = Path(tempfile.mkdtemp(prefix="envharness-rootfs-"))
         try:
-            done = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(root), debian_mirror()],
-                                  capture_output=True, text=True)
+            done = subprocess.run(
+                ["debootstrap", "--variant=minbase", "--include=python3", SUITE, str(root), debian_mirror()], capture_output=True, text=True
+            )
             if done.returncode != 0:
                 tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
                 raise SandboxError(f"debootstrap failed ({tail[0]}); check the Debian mirror and disk space")
             archive = root.with_suffix(".tar")
             subprocess.run(["tar", "-C", str(root), "-cf", str(archive), "."], check=True)
             repository, _, version = tag.partition(":")
-            client.api.import_image_from_file(str(archive), repository=repository, tag=version or "latest",
-                                              changes=['CMD ["/bin/sh"]', "WORKDIR /work"])
+            client.api.import_image_from_file(
+                str(archive), repository=repository, tag=version or "latest", changes=['CMD ["/bin/sh"]', "WORKDIR /work"]
+            )
             archive.unlink(missing_ok=True)
         finally:
             shutil.rmtree(root, ignore_errors=True)
@@ -126,13 +134,27 @@ class DockerSandbox(Sandbox):
             os.chown(path, 65534, 65534, follow_symlinks=False)
         cpu = int(max(1, limits.cpu_s))
         container = client.containers.create(
-            self.image, command, network_mode="none", mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
-            nano_cpus=int(1e9), pids_limit=limits.pids, read_only=True, user="65534:65534", working_dir="/work",
-            volumes={str(workdir): {"bind": "/work", "mode": "rw"}}, tmpfs={"/tmp": "size=64m"},
-            environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **env}, cap_drop=["ALL"],
-            security_opt=["no-new-privileges"], init=True,
-            ulimits=[Ulimit(name="cpu", soft=cpu, hard=cpu + 1), Ulimit(name="fsize", soft=limits.file_mb * 2**20, hard=limits.file_mb * 2**20),
-                     Ulimit(name="core", soft=0, hard=0)],
+            self.image,
+            command,
+            network_mode="none",
+            mem_limit=f"{limits.memory_mb}m",
+            memswap_limit=f"{limits.memory_mb}m",
+            nano_cpus=int(1e9),
+            pids_limit=limits.pids,
+            read_only=True,
+            user="65534:65534",
+            working_dir="/work",
+            volumes={str(workdir): {"bind": "/work", "mode": "rw"}},
+            tmpfs={"/tmp": "size=64m"},
+            environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **env},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            init=True,
+            ulimits=[
+                Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
+                Ulimit(name="fsize", soft=limits.file_mb * 2**20, hard=limits.file_mb * 2**20),
+                Ulimit(name="core", soft=0, hard=0),
+            ],
         )
         started = time.monotonic()
         timed_out = False
@@ -167,8 +189,13 @@ class DockerSandbox(Sandbox):
         else:
             limit = None
         return SandboxResult(
-            backend=self.name, exit_code=None if sig is not None or timed_out else code, signal=sig,
-            stdout=stdout[: limits.output_bytes].decode(errors="replace"), stderr=err[: limits.output_bytes],
-            timed_out=timed_out, limit=limit, duration_s=duration,
+            backend=self.name,
+            exit_code=None if sig is not None or timed_out else code,
+            signal=sig,
+            stdout=stdout[: limits.output_bytes].decode(errors="replace"),
+            stderr=err[: limits.output_bytes],
+            timed_out=timed_out,
+            limit=limit,
+            duration_s=duration,
             isolation=["network", "memory-cgroup", "cpu-quota", "pids-limit", "read-only-fs", "user-nobody", "no-capabilities"],
         )

@@ -134,15 +134,28 @@ class SubprocessSandbox(Sandbox):
         if command and command[0] == "python3":
             command = [self.python, *command[1:]]
         config = {
-            "workdir": str(workdir), "jail": jailed, "drop_user": jailed, "command": command,
-            "env": {**SAFE_ENV, **env}, "limits": limits.model_dump(),
+            "workdir": str(workdir),
+            "jail": jailed,
+            "drop_user": jailed,
+            "command": command,
+            "env": {**SAFE_ENV, **env},
+            "limits": limits.model_dump(),
         }
-        launcher = [sys.executable, "-c", "import sys; from envharness.sandbox.subprocess_backend import launch; launch(sys.argv[1])",
-                    json.dumps(config)]
+        launcher = [
+            sys.executable,
+            "-c",
+            "import sys; from envharness.sandbox.subprocess_backend import launch; launch(sys.argv[1])",
+            json.dumps(config),
+        ]
         argv = ["unshare", "--net", "--mount", "--pid", "--fork", "--kill-child", "--", *launcher] if jailed else launcher
         started = time.monotonic()
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                   env={**SAFE_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env={**SAFE_ENV, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
         readers = [_Drain(process.stdout, limits.output_bytes), _Drain(process.stderr, limits.output_bytes)]
         timed_out = False
         try:
@@ -164,9 +177,15 @@ class SubprocessSandbox(Sandbox):
         out, err = stdout.decode(errors="replace"), stderr.decode(errors="replace")
         limit = _which_limit(timed_out, sig, err, out_overflow or err_overflow)
         return SandboxResult(
-            backend=self.name, exit_code=None if sig is not None else code, signal=sig,
-            stdout=out, stderr=err, timed_out=timed_out, limit=limit,
-            duration_s=duration, isolation=self.isolation,
+            backend=self.name,
+            exit_code=None if sig is not None else code,
+            signal=sig,
+            stdout=out,
+            stderr=err,
+            timed_out=timed_out,
+            limit=limit,
+            duration_s=duration,
+            isolation=self.isolation,
         )
 
 

@@ -35,7 +35,17 @@ from envharness.transforms.observation import (
     TextHint,
     TruncateText,
 )
-from envharness.transforms.rule import ActionCost, ActionSlip, BlockAction, BlockTool, BlockVerb, RemapActions, StepBudget, TerminateOn, ToolCost
+from envharness.transforms.rule import (
+    ActionCost,
+    ActionSlip,
+    BlockAction,
+    BlockTool,
+    BlockVerb,
+    RemapActions,
+    StepBudget,
+    TerminateOn,
+    ToolCost,
+)
 from envharness.transforms.state import (
     AddLava,
     AddWalls,

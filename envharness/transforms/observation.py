@@ -8,7 +8,6 @@ incoming observation space at wrap time and returns the space it emits.
 from __future__ import annotations
 
 import copy
-
 import string
 from collections import deque
 from typing import Any, ClassVar
@@ -91,7 +90,9 @@ class MaskObservation(ObservationTransform):
             )
         low, high = space.low[self.indices], space.high[self.indices]
         if np.any(low > self.fill) or np.any(high < self.fill):
-            raise IncompatibleTransformError(f"MaskObservation.fill: {self.fill} is outside the masked entries' bounds; pick a value inside them")
+            raise IncompatibleTransformError(
+                f"MaskObservation.fill: {self.fill} is outside the masked entries' bounds; pick a value inside them"
+            )
         return space
 
     def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:

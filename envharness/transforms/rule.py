@@ -251,7 +251,9 @@ def _require_tools(name: str, action_space: Any) -> None:
     from gymnasium import spaces
 
     if not isinstance(action_space, (spaces.Text, spaces.Dict)):
-        raise IncompatibleTransformError(f"{name}: needs tool-call actions (a Text or Dict action space), got {action_space}; use BlockAction for discrete actions")
+        raise IncompatibleTransformError(
+            f"{name}: needs tool-call actions (a Text or Dict action space), got {action_space}; use BlockAction for discrete actions"
+        )
 
 
 @register_transform
@@ -327,8 +329,12 @@ class BlockVerb(RuleTransform):
 
     targets: ClassVar[tuple[str, ...]] = ("noop_action", "repeated_action", "loop")
 
-    verbs: list[str] = Field(default_factory=lambda: ["examine", "inventory", "look"], min_length=1, max_length=32,
-                             description="first words of the commands to refuse")
+    verbs: list[str] = Field(
+        default_factory=lambda: ["examine", "inventory", "look"],
+        min_length=1,
+        max_length=32,
+        description="first words of the commands to refuse",
+    )
     field: str = Field("commands", min_length=1, max_length=100, description="the observation's field listing the commands")
     reason: str = Field("", max_length=200, description="feedback; default names the verb")
 

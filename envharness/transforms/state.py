@@ -83,7 +83,12 @@ class MoveAgent(_Distance):
     capability: ClassVar[str] = "agent"
     # Starting nearer the goal is a reverse curriculum for anything that stops the agent on the way.
     targets: ClassVar[tuple[str, ...]] = (
-        "feature_region:goal_distance", "early_failure", "timeout", "loop", "terminal_cause:hole", "terminal_cause:lava",
+        "feature_region:goal_distance",
+        "early_failure",
+        "timeout",
+        "loop",
+        "terminal_cause:hole",
+        "terminal_cause:lava",
     )
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:

@@ -98,10 +98,19 @@ class EpisodeFrame:
                 column[rows[hit]] = values[hit]
                 features[name] = column
         return cls(
-            episode_id=col("episode_id"), seed=nullable_int("seed"), spec_hash=col("spec_hash"),
-            policy_id=col("policy_id"), length=col("length"), ret=col("return"), success=col("success").astype(bool),
-            reason=col("reason"), terminal_cause=col("terminal_cause"), tool_errors=nullable_int("tool_errors"),
-            retries=nullable_int("retries"), level_id=col("level_id"), features=features,
+            episode_id=col("episode_id"),
+            seed=nullable_int("seed"),
+            spec_hash=col("spec_hash"),
+            policy_id=col("policy_id"),
+            length=col("length"),
+            ret=col("return"),
+            success=col("success").astype(bool),
+            reason=col("reason"),
+            terminal_cause=col("terminal_cause"),
+            tool_errors=nullable_int("tool_errors"),
+            retries=nullable_int("retries"),
+            level_id=col("level_id"),
+            features=features,
         )
 
 
@@ -143,11 +152,19 @@ def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
     for cause in sorted(set(causes[failed].tolist())):
         mask = failed & (causes == cause)
         if cause == "timeout":
-            out.append(Candidate("timeout", "runs out of time (truncated before success)", mask, ranges=_tail(frame, mask, config.evidence)))
+            out.append(
+                Candidate("timeout", "runs out of time (truncated before success)", mask, ranges=_tail(frame, mask, config.evidence))
+            )
         elif cause == "error":
-            out.append(Candidate("episode_error", "the env or the policy raised an exception", mask, ranges=_tail(frame, mask, config.evidence)))
+            out.append(
+                Candidate("episode_error", "the env or the policy raised an exception", mask, ranges=_tail(frame, mask, config.evidence))
+            )
         else:
-            out.append(Candidate(f"terminal_cause:{cause}", f"fails by {cause.replace('_', ' ')}", mask, ranges=_tail(frame, mask, config.evidence)))
+            out.append(
+                Candidate(
+                    f"terminal_cause:{cause}", f"fails by {cause.replace('_', ' ')}", mask, ranges=_tail(frame, mask, config.evidence)
+                )
+            )
     return out
 
 
@@ -196,8 +213,18 @@ def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candida
                 f"feature_region:{feature}",
                 f"fails when {feature} {op} {threshold:g} ({p_in:.0%} vs {p_out:.0%} elsewhere)",
                 mask,
-                stats={"feature": feature, "op": op, "threshold": threshold, "support": size / n, "region_episodes": size,
-                       "failure_rate_in": p_in, "failure_rate_out": p_out, "lift": lift, "z": z, "p_value": p_value},
+                stats={
+                    "feature": feature,
+                    "op": op,
+                    "threshold": threshold,
+                    "support": size / n,
+                    "region_episodes": size,
+                    "failure_rate_in": p_in,
+                    "failure_rate_out": p_out,
+                    "lift": lift,
+                    "z": z,
+                    "p_value": p_value,
+                },
                 ranges=_whole(frame, mask, config.evidence),
             )
         )
@@ -226,7 +253,7 @@ def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[C
     p has p(1-p) >= ``variance_min`` (p between about 0.1 and 0.9).
     """
     ids = frame.level_id
-    keys = np.array([f"{h}/{l if l is not None else s}" for h, l, s in zip(frame.spec_hash, ids, frame.seed)], dtype=object)
+    keys = np.array([f"{h}/{lv if lv is not None else s}" for h, lv, s in zip(frame.spec_hash, ids, frame.seed)], dtype=object)
     levels, index, counts = np.unique(keys, return_inverse=True, return_counts=True)
     wins = np.bincount(index, weights=frame.success, minlength=len(levels))
     repeated = counts >= config.variance_min_episodes
@@ -241,8 +268,11 @@ def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[C
             "high_variance",
             f"same level, outcome varies across seeds ({int(noisy.sum())} of {int(repeated.sum())} replayed levels)",
             mask,
-            stats={"levels": int(repeated.sum()), "noisy_levels": int(noisy.sum()),
-                   "mean_p_times_1_minus_p": float(spread[repeated].mean())},
+            stats={
+                "levels": int(repeated.sum()),
+                "noisy_levels": int(noisy.sum()),
+                "mean_p_times_1_minus_p": float(spread[repeated].mean()),
+            },
             ranges=_whole(frame, mask & ~frame.success, config.evidence),
         )
     ]
@@ -274,8 +304,15 @@ def step_candidates(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfi
             mask |= frame.tool_errors > 0
         if name == "retry":
             mask |= frame.retries > 0
-        out.append(Candidate(name, STEP_TITLES[name], mask, stats={"mean_count_when_flagged": float(values[mask].mean()) if mask.any() else 0.0},
-                             ranges=dict(stats.ranges.get(name, {}))))
+        out.append(
+            Candidate(
+                name,
+                STEP_TITLES[name],
+                mask,
+                stats={"mean_count_when_flagged": float(values[mask].mean()) if mask.any() else 0.0},
+                ranges=dict(stats.ranges.get(name, {})),
+            )
+        )
     return out
 
 
@@ -290,8 +327,14 @@ def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, li
     failures = int((mask & failed).sum())
     seeds = dict(zip(frame.episode_id.tolist(), frame.seed.tolist()))
     evidence = [
-        Evidence(episode_id=e, seed=seeds.get(e) if seeds.get(e, -1) >= 0 else None, start=lo, end=hi,
-                 note=f"steps {lo}-{hi}", excerpt=excerpts.get(e, []))
+        Evidence(
+            episode_id=e,
+            seed=seeds.get(e) if seeds.get(e, -1) >= 0 else None,
+            start=lo,
+            end=hi,
+            note=f"steps {lo}-{hi}",
+            excerpt=excerpts.get(e, []),
+        )
         for e, (lo, hi) in list(candidate.ranges.items())[: config.evidence]
     ]
     return Finding(
@@ -306,5 +349,3 @@ def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, li
         stats=candidate.stats,
         evidence=evidence,
     )
-
-

@@ -108,7 +108,9 @@ def scan_steps(
             the first ``evidence_per_flag`` episodes meeting it get a step range.
         excerpt_for: episode id -> step range whose steps to keep as an excerpt.
     """
-    parts: dict[str, list[np.ndarray]] = {k: [] for k in ("episode_id", "steps", "cycle", "revisit", "noop", "max_repeat", "blocked", "tool_error", "retry")}
+    parts: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("episode_id", "steps", "cycle", "revisit", "noop", "max_repeat", "blocked", "tool_error", "retry")
+    }
     ranges: dict[str, dict[int, tuple[int, int]]] = {name: {} for name in flags}
     excerpts: dict[int, list[dict]] = {}
     transitions = 0
@@ -162,7 +164,7 @@ def scan_steps(
             for i in hits[: evidence_per_flag - len(found)]:
                 lo, hi = starts[i], starts[i] + counts[i]
                 if count_name == "max_repeat":  # the longest run of one action, not of any repeats
-                    same = np.r_[False, action[lo + 1:hi] == action[lo:hi - 1]]
+                    same = np.r_[False, action[lo + 1 : hi] == action[lo : hi - 1]]
                     streak = _longest_streak(same)
                     streak = streak and (streak[0] - 1, streak[1])
                 else:

@@ -69,9 +69,7 @@ def reference_policy(env: gym.Env) -> Policy:
     try:
         return REFERENCE_SOLVERS[family](env)
     except KeyError:
-        raise ValueError(
-            f"no reference solver for {type(env.unwrapped).__name__}; use --policy random or pass your own policy"
-        ) from None
+        raise ValueError(f"no reference solver for {type(env.unwrapped).__name__}; use --policy random or pass your own policy") from None
 
 
 def load_policy(path: str, env: gym.Env, seed: int = 0) -> Policy:

@@ -94,8 +94,16 @@ class QLearner:
             raise ValueError(f"QLearner needs a Discrete action space, got {action_space}; use an SB3 learner for continuous actions")
         self.n = int(action_space.n)
         self.start = int(action_space.start)
-        self.params = {"alpha": alpha, "gamma": gamma, "epsilon": epsilon, "epsilon_min": epsilon_min,
-                       "epsilon_decay": epsilon_decay, "bins": bins, "clip": clip, "seed": seed}
+        self.params = {
+            "alpha": alpha,
+            "gamma": gamma,
+            "epsilon": epsilon,
+            "epsilon_min": epsilon_min,
+            "epsilon_decay": epsilon_decay,
+            "bins": bins,
+            "clip": clip,
+            "seed": seed,
+        }
         self.alpha, self.gamma = alpha, gamma
         self.epsilon, self.epsilon_min, self.epsilon_decay = epsilon, epsilon_min, epsilon_decay
         self.discretizer = Discretizer(observation_space, bins, clip)
@@ -141,9 +149,15 @@ class QLearner:
 
     def save(self, path: str) -> None:
         """Write the learner as JSON (atomically); :meth:`load` reads it back."""
-        data = {"kind": "qlearning", "n_actions": self.n, "start": self.start, "params": self.params,
-                "epsilon": self.epsilon, "rng": self.rng.bit_generator.state,
-                "table": {k: v.tolist() for k, v in self.table.items()}}
+        data = {
+            "kind": "qlearning",
+            "n_actions": self.n,
+            "start": self.start,
+            "params": self.params,
+            "epsilon": self.epsilon,
+            "rng": self.rng.bit_generator.state,
+            "table": {k: v.tolist() for k, v in self.table.items()},
+        }
         directory = os.path.dirname(os.path.abspath(path))
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".qlearning.", suffix=".tmp")
         with os.fdopen(fd, "w") as handle:

@@ -16,7 +16,6 @@ from collections import deque
 from typing import Any
 
 
-
 class TabularPlanner:
     """Shortest plan to the best terminal transition in a toy-text transition table.
 
@@ -126,8 +125,11 @@ class MiniGridPlanner:
             if front is not None and (fx, fy) in picked:
                 front = None
             successors = [((x, y, (d - 1) % 4, held, picked, opened), LEFT), ((x, y, (d + 1) % 4, held, picked, opened), RIGHT)]
-            if front is None or front.type == "goal" or front.type in self.targets or (
-                front.type == "door" and opened >> door_index[(fx, fy)] & 1
+            if (
+                front is None
+                or front.type == "goal"
+                or front.type in self.targets
+                or (front.type == "door" and opened >> door_index[(fx, fy)] & 1)
             ):
                 successors.append(((fx, fy, d, held, picked, opened), FORWARD))
             elif front.type == "key" and held is None:

@@ -54,8 +54,11 @@ class HastyCoder:
                 plan.append(json.dumps({"tool": "replace", "path": task.path, "start": s, "end": e, "text": t}))
         else:
             wrong = 1 if start > 1 else min(2, len(task.source.splitlines()))
-            plan.append(json.dumps({"tool": "replace", "path": task.path, "start": wrong, "end": wrong,
-                                    "text": task.source.splitlines()[wrong - 1]}))
+            plan.append(
+                json.dumps(
+                    {"tool": "replace", "path": task.path, "start": wrong, "end": wrong, "text": task.source.splitlines()[wrong - 1]}
+                )
+            )
         plan.append(json.dumps({"tool": "submit"}))
         return plan
 

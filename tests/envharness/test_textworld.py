@@ -82,9 +82,7 @@ def test_importing_envharness_and_envrigger_needs_no_textworld():
 @needs_textworld
 def test_same_seed_gives_the_same_game_and_trajectory_and_other_seeds_other_games():
     actions = np.random.default_rng(0).integers(4, size=40).tolist()
-    assert trajectory_digest(make(), 3, actions) == trajectory_digest(
-        make(), 3, actions
-    )
+    assert trajectory_digest(make(), 3, actions) == trajectory_digest(make(), 3, actions)
     env = make()
     ids = {env.reset(seed=seed)[1]["level_id"] for seed in range(40)}
     assert len(ids) > 10  # many games: a level is a game, not a seed
@@ -151,9 +149,7 @@ def test_a_game_is_generated_once_then_reused_from_the_cache(tmp_path, monkeypat
     _, info = env.reset(seed=0)
     folders = list(tmp_path.iterdir())
     game, version = env.unwrapped.game, __import__("textworld").__version__
-    assert [f.name for f in folders] == [
-        f"tw-coin_collector-L{game.level}-s{game.tw_seed}-tw{version}"
-    ]
+    assert [f.name for f in folders] == [f"tw-coin_collector-L{game.level}-s{game.tw_seed}-tw{version}"]
     assert sorted(p.name for p in folders[0].iterdir()) == ["game.json", "game.z8"]
 
     def no_generation(*args: Any) -> None:
@@ -183,9 +179,7 @@ def test_two_processes_generating_the_same_game_at_once_both_get_one_complete_co
             )
         )
     assert paths[0] == paths[1] and paths[0].is_file()
-    assert [p.name for p in tmp_path.iterdir()] == [
-        paths[0].parent.name
-    ]  # no temporary folder left behind
+    assert [p.name for p in tmp_path.iterdir()] == [paths[0].parent.name]  # no temporary folder left behind
 
 
 @needs_textworld
@@ -204,11 +198,7 @@ def test_a_pickled_env_continues_the_same_episode():
 def test_it_runs_in_vector_envs(vector):
     fns = [lambda: make() for _ in range(2)]
     # Gymnasium's shared memory garbles Text observations: Async vector envs of text envs run without it.
-    envs = (
-        gym.vector.SyncVectorEnv(fns)
-        if vector == "sync"
-        else gym.vector.AsyncVectorEnv(fns, shared_memory=False)
-    )
+    envs = gym.vector.SyncVectorEnv(fns) if vector == "sync" else gym.vector.AsyncVectorEnv(fns, shared_memory=False)
     obs, _ = envs.reset(seed=0)
     assert all("go " in commands for commands in obs["commands"])
     envs.step(np.array([0, 0]))
@@ -221,9 +211,7 @@ def test_taking_the_wrong_object_in_treasure_hunter_loses_the_game():
     for seed in range(10):
         env.reset(seed=seed)
         raw = env.unwrapped
-        wrong = [
-            c for c in raw.commands if c.startswith("take ") and c not in raw.policy
-        ]
+        wrong = [c for c in raw.commands if c.startswith("take ") and c not in raw.policy]
         if wrong:
             break
     _, reward, terminated, _, info = env.step(raw.commands.index(wrong[0]))
@@ -235,21 +223,14 @@ def test_taking_the_wrong_object_in_treasure_hunter_loses_the_game():
 @needs_textworld
 def test_text_transforms_apply_and_keep_the_spaces_the_loop_needs():
     base = make()
-    env = make(
-        TruncateText(max_chars=30), BlockVerb(verbs=["look"]), ActionCost(cost=0.1)
-    )
-    assert (
-        env.observation_space == base.observation_space
-        and env.action_space == base.action_space
-    )
+    env = make(TruncateText(max_chars=30), BlockVerb(verbs=["look"]), ActionCost(cost=0.1))
+    assert env.observation_space == base.observation_space and env.action_space == base.action_space
     obs, _ = env.reset(seed=5)
     assert len(obs["text"]) == 30
     look = env.unwrapped.commands.index("look")
     obs, reward, _, _, info = env.step(look)
     assert info["blocked"] == "look is not available" and env.unwrapped.history == []
-    obs, reward, _, _, info = env.step(
-        env.unwrapped.commands.index(env.unwrapped.policy[0])
-    )
+    obs, reward, _, _, info = env.step(env.unwrapped.commands.index(env.unwrapped.policy[0]))
     assert reward == pytest.approx(-0.1) and env.unwrapped.history
     hinted = make(TextHint(text="never walk back", field="text"))
     assert hinted.reset(seed=5)[0]["text"].endswith("Hint: never walk back")
@@ -261,11 +242,7 @@ def test_step_budget_and_action_cost_never_reach_the_verdict():
     env.reset(seed=5)
     env.step(0)
     _, reward, _, truncated, info = env.step(0)
-    assert (
-        truncated
-        and reward == -5.0
-        and info["verdict"] == Verdict(False, 0.0, "timeout")
-    )
+    assert truncated and reward == -5.0 and info["verdict"] == Verdict(False, 0.0, "timeout")
 
 
 @needs_textworld
@@ -280,18 +257,14 @@ def test_a_replayed_prefix_is_setup_that_makes_another_level_and_a_winning_prefi
     prefixed = make(ReplayPrefix(actions=slots[:2]))
     _, started = prefixed.reset(seed=5)
     assert started["level"]["commands_to_win"] == info["level"]["commands_to_win"] - 2
-    assert started["level_id"] != info["level_id"] and started["level_id"].startswith(
-        info["level_id"].split("+")[0] + "@"
-    )
+    assert started["level_id"] != info["level_id"] and started["level_id"].startswith(info["level_id"].split("+")[0] + "@")
     with pytest.raises(TransformError, match="ended at setup"):
         make(ReplayPrefix(actions=slots)).reset(seed=5)
 
 
 @needs_textworld
 def test_the_audit_sees_no_tampering_in_honest_play():
-    env = Harness(
-        make_base(ENV, **KWARGS), [StepBudget(max_steps=40), BlockVerb()], audit=True
-    )
+    env = Harness(make_base(ENV, **KWARGS), [StepBudget(max_steps=40), BlockVerb()], audit=True)
     assert solve(env, 5)[-1].success
 
 
@@ -320,9 +293,7 @@ class Tamper(RuleTransform):
         raw = VICTIM["env"].unwrapped
         if self.edit == "won":
             raw.won = True
-        elif (
-            self.edit == "engine"
-        ):  # play the walkthrough on the interpreter behind the env's back
+        elif self.edit == "engine":  # play the walkthrough on the interpreter behind the env's back
             for command in raw.policy[:-1]:
                 raw._engine.env.step(command)
         elif self.edit == "game":
@@ -332,9 +303,7 @@ class Tamper(RuleTransform):
 
 @needs_textworld
 @pytest.mark.parametrize("attacker", [ClaimWin(), ShowVictory()], ids=lambda t: t.name)
-def test_claiming_a_win_in_info_reward_ends_or_text_is_not_success(
-    attacker, monkeypatch
-):
+def test_claiming_a_win_in_info_reward_ends_or_text_is_not_success(attacker, monkeypatch):
     env = unaudited(make_base(ENV, **KWARGS), [attacker], monkeypatch)
     env.reset(seed=5)
     _, _, terminated, _, info = env.step(env.unwrapped.commands.index("look"))
@@ -370,9 +339,7 @@ def test_without_the_audit_a_swapped_game_is_still_not_success(monkeypatch):
     env = unaudited(make_base(ENV, **KWARGS), [Tamper(edit="game")], monkeypatch)
     VICTIM["env"] = env
     env.reset(seed=5)
-    assert env.step(0)[4]["verdict"] == Verdict(
-        False, 0.0, "the game changed during the episode"
-    )
+    assert env.step(0)[4]["verdict"] == Verdict(False, 0.0, "the game changed during the episode")
 
 
 def test_making_it_without_textworld_names_the_extra(monkeypatch):

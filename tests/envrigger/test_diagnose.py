@@ -77,8 +77,9 @@ SEEDS = range(200)
 @pytest.fixture(scope="module")
 def lava_run(tmp_path_factory):
     spec = HarnessSpec(env_id="MiniGrid-LavaGapS6-v0")
-    return rollout(spec, lambda env: SometimesLava(env, 0.3), seeds=SEEDS, backend="process", workers=2,
-                   out=tmp_path_factory.mktemp("d") / "lava")
+    return rollout(
+        spec, lambda env: SometimesLava(env, 0.3), seeds=SEEDS, backend="process", workers=2, out=tmp_path_factory.mktemp("d") / "lava"
+    )
 
 
 def test_lava_deaths_are_found_with_the_planted_rate(lava_run):
@@ -96,8 +97,12 @@ def test_lava_deaths_are_found_with_the_planted_rate(lava_run):
 
 
 def test_oscillation_is_found_as_a_loop_with_step_ranges(tmp_path):
-    run = rollout(HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False}),
-                  lambda env: Oscillator(env, 0.25), seeds=SEEDS, out=tmp_path / "osc")
+    run = rollout(
+        HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False}),
+        lambda env: Oscillator(env, 0.25),
+        seeds=SEEDS,
+        out=tmp_path / "osc",
+    )
     report = diagnose(run)
     loop = report.finding("loop")
     planted = sum(doomed(s, 0.25) for s in SEEDS)
@@ -156,10 +161,13 @@ def test_tool_errors_from_an_external_harness_are_found(tmp_path):
     lines = []
     for i in range(40):
         flaky = i % 4 == 0
-        steps = [{"action": {"tool": "run_tests"}, "info": {"tool_error": "timeout"} if flaky else {}},
-                 {"action": {"tool": "submit"}, "terminated": True}]
-        lines.append({"episode_id": i, "verdict": {"success": not flaky}, "steps": steps,
-                      "costs": {"tool_errors": int(flaky), "retries": 0}})
+        steps = [
+            {"action": {"tool": "run_tests"}, "info": {"tool_error": "timeout"} if flaky else {}},
+            {"action": {"tool": "submit"}, "terminated": True},
+        ]
+        lines.append(
+            {"episode_id": i, "verdict": {"success": not flaky}, "steps": steps, "costs": {"tool_errors": int(flaky), "retries": 0}}
+        )
     source = tmp_path / "agent.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     report = diagnose(import_jsonl(source, tmp_path / "run"))
@@ -197,8 +205,11 @@ def test_cli_formats(lava_run, tmp_path, capsys):
 
 
 def test_html_report_escapes_what_the_agent_wrote(tmp_path):
-    line = {"policy_id": "<script>alert(1)</script>", "verdict": {"success": False, "reason": "<b>bad</b>"},
-            "steps": [{"action": "<img src=x onerror=alert(1)>", "info": {"tool_error": "<script>"}}]}
+    line = {
+        "policy_id": "<script>alert(1)</script>",
+        "verdict": {"success": False, "reason": "<b>bad</b>"},
+        "steps": [{"action": "<img src=x onerror=alert(1)>", "info": {"tool_error": "<script>"}}],
+    }
     source = tmp_path / "evil.jsonl"
     source.write_text("\n".join(json.dumps({**line, "episode_id": i}) for i in range(5)) + "\n")
     store = import_jsonl(source, tmp_path / "run")

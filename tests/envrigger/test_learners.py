@@ -41,8 +41,7 @@ def test_saved_learner_acts_the_same_after_loading(tmp_path):
     learner.save(str(tmp_path / "q.json"))
     loaded = load_policy(str(tmp_path / "q.json"), env)
     assert isinstance(loaded, Learner) and loaded.table.keys() == learner.table.keys()
-    first = rollout("FrozenLake-v1", lambda e: QLearner.load(str(tmp_path / "q.json"), e), seeds=range(5),
-                    out=tmp_path / "a")
+    first = rollout("FrozenLake-v1", lambda e: QLearner.load(str(tmp_path / "q.json"), e), seeds=range(5), out=tmp_path / "a")
     again = rollout("FrozenLake-v1", str(tmp_path / "q.json"), seeds=range(5), out=tmp_path / "b")
     strip = lambda store: [(e.seed, e.length, e.reason) for e in store.iter_episodes()]
     assert strip(first) == strip(again)

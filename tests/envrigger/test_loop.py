@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import signal
-import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +16,7 @@ from envharness.transforms import RuleTransform, register_transform
 from envharness.transforms.base import TRANSFORMS
 from envrigger.diagnose import diagnose
 from envrigger.library import Library
-from envrigger.loop import ARMS, COLLECT_SEED, TRAIN_SEED, LevelSplit, LoopConfig, run_loop
+from envrigger.loop import ARMS, TRAIN_SEED, LevelSplit, LoopConfig, run_loop
 from envrigger.mixture import PLR, random_specs
 from envrigger.policies import RandomPolicy
 from envrigger.propose import Candidate, propose
@@ -94,8 +91,12 @@ def test_too_hard_fails_learnability(validator):
 
 def test_inconclusive_learnability_is_rejected(tmp_path):
     env = LAKE.build()
-    strict = Validator(RandomPolicy(env.action_space, seed=0), LAKE, tmp_path / "v",
-                       ValidationConfig(backend="serial", band=(0.28, 0.32), min_rollouts=30, max_rollouts=30))
+    strict = Validator(
+        RandomPolicy(env.action_space, seed=0),
+        LAKE,
+        tmp_path / "v",
+        ValidationConfig(backend="serial", band=(0.28, 0.32), min_rollouts=30, max_rollouts=30),
+    )
     result = strict.validate(candidate(NEAR), SEEDS)
     learn = gate(result, "learnability")
     assert not result.passed and learn.statistic["inconclusive"] is True
@@ -110,16 +111,18 @@ def test_feature_region_targeting_needs_levels_in_the_region(validator):
     region = {"feature": "goal_distance", "op": "<=", "threshold": 2.0}
     inside = validator.validate(candidate(NEAR, finding="feature_region:goal_distance", stats=region), SEEDS)
     assert gate(inside, "targeting").passed and gate(inside, "targeting").statistic["share_in_region"] == 1.0
-    outside = validator.validate(candidate(NEAR, finding="feature_region:goal_distance",
-                                           stats={**region, "op": ">", "threshold": 6.0}), SEEDS)
+    outside = validator.validate(
+        candidate(NEAR, finding="feature_region:goal_distance", stats={**region, "op": ">", "threshold": 6.0}), SEEDS
+    )
     assert not gate(outside, "targeting").passed
 
 
 def test_behavioural_twin_of_the_base_env_fails_novelty(validator):
     base_like = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": False})
     env = base_like.build()
-    twin_check = Validator(RandomPolicy(env.action_space, seed=0), base_like, validator.workdir,
-                           ValidationConfig(backend="serial", band=(0.0, 1.0)))
+    twin_check = Validator(
+        RandomPolicy(env.action_space, seed=0), base_like, validator.workdir, ValidationConfig(backend="serial", band=(0.0, 1.0))
+    )
     result = twin_check.validate(candidate({"name": "ActionCost", "params": {"cost": 0.0}}, base=base_like), SEEDS)
     novelty = gate(result, "novelty")
     assert novelty is not None and not novelty.passed and novelty.statistic["closest"] == "base"
@@ -179,8 +182,21 @@ def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
     assert [any(t.name in EASING for t in c.added) for c in plain] != easing
 
 
-SMALL = dict(spec=LAKE, learner="qlearning", rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, val_episodes=20, candidates_per_round=3,
-             backend="serial", min_rollouts=20, max_rollouts=40, allow_seen_levels=True, band=(0.05, 0.95))
+SMALL = dict(
+    spec=LAKE,
+    learner="qlearning",
+    rounds=2,
+    budget_steps=4000,
+    collect_episodes=30,
+    eval_episodes=30,
+    val_episodes=20,
+    candidates_per_round=3,
+    backend="serial",
+    min_rollouts=20,
+    max_rollouts=40,
+    allow_seen_levels=True,
+    band=(0.05, 0.95),
+)
 DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
 
 
@@ -199,8 +215,9 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     assert all(TRAIN_SEED + 1_000_000 <= e.seed < TRAIN_SEED + 2_000_000 for e in evidence)
     assert not {e.seed for e in evidence} & set(first.seeds)
     spent = summaries[0]["arms"]
-    validate_steps = sum(e.length for store in (tmp_path / "run" / "round-1" / "validate").iterdir()
-                         for e in TrajectoryStore(store).iter_episodes())
+    validate_steps = sum(
+        e.length for store in (tmp_path / "run" / "round-1" / "validate").iterdir() for e in TrajectoryStore(store).iter_episodes()
+    )
     rigger = spent["rigger"]["interaction"]
     assert rigger["collect"] == 0
     assert rigger["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
@@ -219,8 +236,12 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
         assert r["interaction"]["total"] == sum(s["arms"][arm]["interaction"]["total"] for s in summaries)
     assert not (tmp_path / "run" / "round-1" / "heldout-rigger").exists() and (tmp_path / "run" / "heldout-rigger").is_dir()
     # The fixed lake has one level: every held-out episode is on a level the arms trained on, and the run says so.
-    assert final["levels"] == {"disjoint": False, "heldout": 1, "validation": 1,
-                               "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:validate": 1, "rigger:train": 1}}
+    assert final["levels"] == {
+        "disjoint": False,
+        "heldout": 1,
+        "validation": 1,
+        "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:validate": 1, "rigger:train": 1},
+    }
     assert all(r["heldout"]["seen_in_training"] == 1.0 for r in final["arms"].values())
 
 
@@ -229,15 +250,30 @@ def test_an_env_with_too_few_levels_is_refused_before_anything_is_written(tmp_pa
     with pytest.raises(TrajectoryError, match="too few distinct levels.*1 distinct levels among 30 held-out seeds"):
         run_loop(tmp_path / "run", config)
     assert not (tmp_path / "run").exists()
-    out = subprocess.run([sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", "--learner", "qlearning", "-o",
-                          str(tmp_path / "cli")], capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", "--learner", "qlearning", "-o", str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and "too few distinct levels" in out.stderr and "--allow-seen-levels" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "cli").exists()
 
 
 def test_training_collection_and_validation_never_play_a_held_out_or_validation_level(tmp_path):
-    config = LoopConfig(spec=DOORKEY, learner="qlearning", rounds=2, budget_steps=3000, collect_episodes=10, eval_episodes=150, val_episodes=60,
-                        candidates_per_round=1, backend="serial", min_rollouts=10, max_rollouts=10, arms=list(ARMS))
+    config = LoopConfig(
+        spec=DOORKEY,
+        learner="qlearning",
+        rounds=2,
+        budget_steps=3000,
+        collect_episodes=10,
+        eval_episodes=150,
+        val_episodes=60,
+        candidates_per_round=1,
+        backend="serial",
+        min_rollouts=10,
+        max_rollouts=10,
+        arms=list(ARMS),
+    )
     result = run_loop(tmp_path / "run", config)
     split = LevelSplit.model_validate_json((tmp_path / "run" / "levels.json").read_text())
     assert split.disjoint and len(split.heldout_levels) > 100
@@ -375,9 +411,21 @@ def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_p
 
     from envrigger.learners import PPOLearner
 
-    config = dict(spec=DOORKEY, learner="ppo", learner_params={"n_envs": 2, "n_steps": 64, "batch_size": 64}, rounds=2,
-                  budget_steps=256, collect_episodes=8, eval_episodes=20, val_episodes=10, candidates_per_round=1,
-                  min_rollouts=8, max_rollouts=8, arms=["original", "rigger"], workers=2)
+    config = dict(
+        spec=DOORKEY,
+        learner="ppo",
+        learner_params={"n_envs": 2, "n_steps": 64, "batch_size": 64},
+        rounds=2,
+        budget_steps=256,
+        collect_episodes=8,
+        eval_episodes=20,
+        val_episodes=10,
+        candidates_per_round=1,
+        min_rollouts=8,
+        max_rollouts=8,
+        arms=["original", "rigger"],
+        workers=2,
+    )
     for backend in ("serial", "process"):
         run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend}))
     config_one = LoopConfig(**{**config, "backend": "serial", "rounds": 1})
@@ -388,7 +436,9 @@ def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_p
     run_loop(tmp_path / "resumed")  # round 2 starts from round 1's saved learners
     probe = DOORKEY.build()
     for arm in ("original", "rigger"):
-        nets = [PPOLearner.load(tmp_path / run / f"{arm}-round-2", probe).model.policy.state_dict() for run in ("serial", "process", "resumed")]
+        nets = [
+            PPOLearner.load(tmp_path / run / f"{arm}-round-2", probe).model.policy.state_dict() for run in ("serial", "process", "resumed")
+        ]
         for other in nets[1:]:
             assert all(torch.equal(nets[0][k], other[k]) for k in nets[0]), arm
         steps = [PPOLearner.load(tmp_path / "serial" / f"{a}-round-2", probe).model.num_timesteps for a in ("original", "rigger")]
@@ -428,13 +478,19 @@ def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_p
     assert run_seeds(tmp_path / "multi", None) == result  # a finished multi-seed run resumes to the same result
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--arms", "original,bogus"], "--arms: got 'original,bogus'; give distinct arms from original,dr,plr,rigger"),
-    (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--arms", "original,bogus"], "--arms: got 'original,bogus'; give distinct arms from original,dr,plr,rigger"),
+        (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
+    ],
+)
 def test_run_refuses_unknown_arms_and_learners_in_one_line(tmp_path, args, message):
-    out = subprocess.run([sys.executable, "-m", "envrigger.cli", "run", "MiniGrid-DoorKey-6x6-v0", *args, "-o", str(tmp_path / "r")],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "envrigger.cli", "run", "MiniGrid-DoorKey-6x6-v0", *args, "-o", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
 
@@ -446,8 +502,21 @@ POLE_HELD = {"pole_length": (0.15, 0.25), "force": (4.0, 6.0)}
 def test_held_out_levels_can_come_from_other_level_parameters_and_nothing_is_tuned_on_them(tmp_path):
     pole = HarnessSpec(env_id="envharness/PhysicsCartPole-v0", env_kwargs={"ranges": POLE_TRAIN})
     held = HarnessSpec(env_id="envharness/PhysicsCartPole-v0", env_kwargs={"ranges": POLE_HELD})
-    config = LoopConfig(spec=pole, heldout_spec=held, learner="qlearning", rounds=1, budget_steps=600, collect_episodes=5, eval_episodes=10,
-                        val_episodes=10, candidates_per_round=1, backend="serial", min_rollouts=5, max_rollouts=5, arms=["original"])
+    config = LoopConfig(
+        spec=pole,
+        heldout_spec=held,
+        learner="qlearning",
+        rounds=1,
+        budget_steps=600,
+        collect_episodes=5,
+        eval_episodes=10,
+        val_episodes=10,
+        candidates_per_round=1,
+        backend="serial",
+        min_rollouts=5,
+        max_rollouts=5,
+        arms=["original"],
+    )
     result = run_loop(tmp_path / "run", config)
     assert result["final"]["levels"]["overlap"] == {"original:train": 0}
 
@@ -462,10 +531,16 @@ def test_held_out_levels_can_come_from_other_level_parameters_and_nothing_is_tun
     assert len(split.heldout_levels) == 10 and not set(split.heldout_levels) & set(split.validation_levels)
 
 
-@pytest.mark.parametrize("held, match", [
-    (HarnessSpec(env_id="CartPole-v1"), "heldout_spec: got CartPole-v1 with 0 transform"),
-    (HarnessSpec(env_id="envharness/PhysicsCartPole-v0", transforms=[{"name": "StepBudget", "params": {"max_steps": 50}}]), "with 1 transform"),
-])
+@pytest.mark.parametrize(
+    "held, match",
+    [
+        (HarnessSpec(env_id="CartPole-v1"), "heldout_spec: got CartPole-v1 with 0 transform"),
+        (
+            HarnessSpec(env_id="envharness/PhysicsCartPole-v0", transforms=[{"name": "StepBudget", "params": {"max_steps": 50}}]),
+            "with 1 transform",
+        ),
+    ],
+)
 def test_a_held_out_spec_must_be_the_same_env_without_transforms(held, match):
     with pytest.raises(ValueError, match=match):
         LoopConfig(spec=HarnessSpec(env_id="envharness/PhysicsCartPole-v0"), heldout_spec=held)

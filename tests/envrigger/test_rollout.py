@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 
+import faulty_envs
 import pytest
 
 import envharness
 from envharness import HarnessSpec
 from envrigger.rollout import rollout
 from envrigger.trajectory import TrajectoryError
-
-import faulty_envs
 
 SPEC = HarnessSpec(
     env_id="MiniGrid-DoorKey-5x5-v0",
@@ -97,16 +96,16 @@ def test_crashing_policy_is_recorded_too(tmp_path):
 def test_killed_worker_is_replaced_and_its_episode_retried_once(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
-    run = rollout("FrozenLake-v1", faulty_envs.make_killer([3], str(markers)), seeds=range(6),
-                  backend="process", workers=2, out=tmp_path / "run")
+    run = rollout(
+        "FrozenLake-v1", faulty_envs.make_killer([3], str(markers)), seeds=range(6), backend="process", workers=2, out=tmp_path / "run"
+    )
     episodes = {e.seed: e for e in run.iter_episodes()}
     assert sorted(episodes) == list(range(6))
     assert all(e.error is None for e in episodes.values())  # seed 3 died once, then ran
 
 
 def test_worker_that_dies_twice_records_a_failed_episode(tmp_path):
-    run = rollout("FrozenLake-v1", faulty_envs.make_killer([1]), seeds=range(5),
-                  backend="process", workers=2, out=tmp_path / "run")
+    run = rollout("FrozenLake-v1", faulty_envs.make_killer([1]), seeds=range(5), backend="process", workers=2, out=tmp_path / "run")
     episodes = {e.seed: e for e in run.iter_episodes()}
     assert sorted(episodes) == list(range(5))
     assert "worker process died" in episodes[1].error and not episodes[1].success
@@ -135,8 +134,7 @@ def test_ray_worker_that_dies_twice_records_a_failed_episode(tmp_path):
 
     cloudpickle.register_pickle_by_value(faulty_envs)  # Ray workers do not share the tests' sys.path
     try:
-        run = rollout("FrozenLake-v1", faulty_envs.make_killer([2]), seeds=range(4), backend="ray", workers=2,
-                      out=tmp_path / "run")
+        run = rollout("FrozenLake-v1", faulty_envs.make_killer([2]), seeds=range(4), backend="ray", workers=2, out=tmp_path / "run")
     finally:
         cloudpickle.unregister_pickle_by_value(faulty_envs)
     episodes = {e.seed: e for e in run.iter_episodes()}

@@ -69,9 +69,7 @@ def held_out_games(n: int) -> tuple[list[int], set[str]]:
 def test_textq_wins_unseen_games_far_more_often_than_random_commands():
     heldout, reserved = held_out_games(6)
     learner = make_learner("textq", SPEC.build(), seed=0)
-    seeds = Seeds(
-        SPEC, 0, reserved
-    )  # the loop's own level stream: reserved games are skipped
+    seeds = Seeds(SPEC, 0, reserved)  # the loop's own level stream: reserved games are skipped
     used = learner.train(lambda: MixtureEnv([SPEC], Fixed(), seeds), 3000, seed=0)
     assert used >= 3000 and seeds.levels and not seeds.levels & reserved
     learned, random = (
@@ -104,14 +102,10 @@ def test_a_saved_learner_loads_with_everything_and_resumes_training_bit_for_bit(
     learner.train(stream, 300, seed=0)
     written = learner.save(tmp_path / "original-round-1")
     assert written.name == "original-round-1.npz"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        written.name
-    ]  # no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [written.name]  # no temporary file left
     loaded = load_learner("textq", tmp_path / "original-round-1", env)
     assert isinstance(loaded, LoopLearner) and loaded.policy_id == learner.policy_id
-    assert loaded.params == learner.params and np.array_equal(
-        loaded.weights, learner.weights
-    )
+    assert loaded.params == learner.params and np.array_equal(loaded.weights, learner.weights)
     for mine, theirs in zip(learner._buffer, loaded._buffer, strict=True):
         (chosen, rewards, following, ended), (chosen2, rewards2, following2, ended2) = (
             mine,
@@ -119,11 +113,7 @@ def test_a_saved_learner_loads_with_everything_and_resumes_training_bit_for_bit(
         )
         assert rewards == rewards2 and ended == ended2
         assert all(np.array_equal(a, b) for a, b in zip(chosen, chosen2, strict=True))
-        assert all(
-            np.array_equal(a, b)
-            for f, g in zip(following, following2, strict=True)
-            for a, b in zip(f, g, strict=True)
-        )
+        assert all(np.array_equal(a, b) for f, g in zip(following, following2, strict=True) for a, b in zip(f, g, strict=True))
     # A resumed run trains exactly what an uninterrupted one does.
     learner.train(stream, 200, seed=1)
     loaded.train(stream, 200, seed=1)
@@ -145,9 +135,7 @@ def test_the_policy_pickles_and_replays_the_same_choices():
     policy.reset(7)
     copy.reset(7)
     info = {"level_id": "x"}
-    assert [policy.act(obs, info if i == 0 else {}) for i in range(20)] == [
-        copy.act(obs, info if i == 0 else {}) for i in range(20)
-    ]
+    assert [policy.act(obs, info if i == 0 else {}) for i in range(20)] == [copy.act(obs, info if i == 0 else {}) for i in range(20)]
 
 
 def test_textq_is_a_loop_learner_and_refuses_envs_without_command_slots():

@@ -17,10 +17,21 @@ from envrigger.trajectory import EpisodeRecord, StepRecord, TrajectoryError, Tra
 
 
 def _episode(i: int, n_steps: int) -> tuple[EpisodeRecord, list[StepRecord]]:
-    episode = EpisodeRecord(episode_id=i, spec_hash="h", seed=i, policy_id="p", length=n_steps,
-                            return_=float(n_steps), success=i % 2 == 0, score=1.0, reason="r")
-    steps = [StepRecord(episode_id=i, t=t, action=str(t % 4), reward=1.0, terminated=t == n_steps - 1,
-                        truncated=False, obs_digest=f"{t:016x}") for t in range(n_steps)]
+    episode = EpisodeRecord(
+        episode_id=i,
+        spec_hash="h",
+        seed=i,
+        policy_id="p",
+        length=n_steps,
+        return_=float(n_steps),
+        success=i % 2 == 0,
+        score=1.0,
+        reason="r",
+    )
+    steps = [
+        StepRecord(episode_id=i, t=t, action=str(t % 4), reward=1.0, terminated=t == n_steps - 1, truncated=False, obs_digest=f"{t:016x}")
+        for t in range(n_steps)
+    ]
     return episode, steps
 
 
@@ -51,7 +62,9 @@ def test_a_writer_killed_mid_append_leaves_only_whole_episodes(tmp_path):
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(run)])
         deadline = time.monotonic() + 60
         # let it commit a part first, then kill it at an arbitrary point of the next one
-        while time.monotonic() < deadline and (not (run / "episodes").exists() or len(list((run / "episodes").glob("part-*"))) <= committed):
+        while time.monotonic() < deadline and (
+            not (run / "episodes").exists() or len(list((run / "episodes").glob("part-*"))) <= committed
+        ):
             time.sleep(0.002)
         time.sleep(delay)
         writer.send_signal(signal.SIGKILL)
@@ -128,7 +141,10 @@ def test_jsonl_round_trip_keeps_every_field(tmp_path):
 
 
 LINE = {
-    "episode_id": 7, "env_id": "code-repair", "policy_id": "gpt-agent", "seed": 3,
+    "episode_id": 7,
+    "env_id": "code-repair",
+    "policy_id": "gpt-agent",
+    "seed": 3,
     "verdict": {"success": False, "reason": "hidden tests fail"},
     "costs": {"tokens": 5120, "model_calls": 4, "tool_errors": 1, "retries": 1},
     "steps": [

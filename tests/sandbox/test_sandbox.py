@@ -33,7 +33,8 @@ def _last_line(text: str) -> str:
 def test_runs_python_with_files_in_and_out(sandbox):
     result = sandbox.run_python(
         "import helper\nopen('answer.txt', 'w').write(str(helper.VALUE * 2))\nprint('done')",
-        files={"helper.py": "VALUE = 21\n"}, collect=("answer.txt",),
+        files={"helper.py": "VALUE = 21\n"},
+        collect=("answer.txt",),
     )
     assert result.ok and result.stdout.strip() == "done" and result.files == {"answer.txt": "42"}
     assert result.backend == sandbox.name and "network" in result.isolation
@@ -52,7 +53,9 @@ def test_fork_bomb_is_contained(sandbox):
 
 
 def test_memory_hog_hits_the_memory_limit(sandbox):
-    result = sandbox.run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 2**20))", limits=Limits(memory_mb=128, timeout_s=20))
+    result = sandbox.run_python(
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(50 * 2**20))", limits=Limits(memory_mb=128, timeout_s=20)
+    )
     assert result.limit == "memory" and not result.ok
 
 

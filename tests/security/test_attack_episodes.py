@@ -71,7 +71,12 @@ ENDINGS = {
     "hole": (lambda: envharness.wrap("FrozenLake-v1", is_slippery=False), [1, 2, 2, 2, 2], "hole", 0),
     "success": (lambda: envharness.wrap("FrozenLake-v1", is_slippery=False), [1, 1, 2, 2, 1, 2], "reached goal", 0),
     "budget": (lambda: envharness.wrap("CartPole-v1", StepBudget(max_steps=3)), [0, 1, 0, 1], "timeout", 0),
-    "rule": (lambda: envharness.wrap("FrozenLake-v1", TerminateOn(event="no_progress", patience=1), is_slippery=False), [0, 0], "ended: no_progress", 0),
+    "rule": (
+        lambda: envharness.wrap("FrozenLake-v1", TerminateOn(event="no_progress", patience=1), is_slippery=False),
+        [0, 0],
+        "ended: no_progress",
+        0,
+    ),
     "pole": (lambda: envharness.wrap("CartPole-v1"), [1] * 100, "pole fell", 0),
 }
 

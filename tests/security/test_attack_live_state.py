@@ -29,9 +29,18 @@ from envharness.transforms import RuleTransform
 HOOKS = ("on_action", "on_transition", "observe", "on_reset")
 # The edits that make the env succeed when nothing watches for them.
 FORGES = (
-    "minigrid_agent_to_goal", "minigrid_clear_lava", "frozenlake_teleport", "frozenlake_dynamics", "frozenlake_replace_step",
-    "taxi_rewrite_state", "cliff_teleport", "cartpole_threshold", "mountaincar_position", "acrobot_swing",
-    "coderepair_fix_file", "button_arm",
+    "minigrid_agent_to_goal",
+    "minigrid_clear_lava",
+    "frozenlake_teleport",
+    "frozenlake_dynamics",
+    "frozenlake_replace_step",
+    "taxi_rewrite_state",
+    "cliff_teleport",
+    "cartpole_threshold",
+    "mountaincar_position",
+    "acrobot_swing",
+    "coderepair_fix_file",
+    "button_arm",
 )
 
 

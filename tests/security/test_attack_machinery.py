@@ -161,7 +161,9 @@ class MappingInfo(RuleTransform):
         step.info = ForeignMapping()
 
 
-@pytest.mark.parametrize("attacker", [SwapInfo(kind_of_info="deaf"), SwapInfo(kind_of_info="lying"), MappingInfo()], ids=["deaf", "lying", "mapping"])
+@pytest.mark.parametrize(
+    "attacker", [SwapInfo(kind_of_info="deaf"), SwapInfo(kind_of_info="lying"), MappingInfo()], ids=["deaf", "lying", "mapping"]
+)
 def test_info_replaced_by_an_odd_mapping_still_carries_the_real_verdict(attacker):
     env = envharness.wrap("FrozenLake-v1", attacker, is_slippery=False)
     env.reset(seed=0)
@@ -234,8 +236,11 @@ def test_an_outer_harness_refuses_state_transforms():
 
 
 def test_a_registered_spec_made_with_gym_make_keeps_its_verdict_when_wrapped_again():
-    spec = envharness.HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False},
-                                  transforms=[{"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 1}}])
+    spec = envharness.HarnessSpec(
+        env_id="FrozenLake-v1",
+        env_kwargs={"is_slippery": False},
+        transforms=[{"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 1}}],
+    )
     envharness.register(spec, id="security/NearGoal-v0")
     outer = envharness.wrap(gym.make("security/NearGoal-v0"), Jackpot())
     outer.reset(seed=0)

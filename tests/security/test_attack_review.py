@@ -56,8 +56,10 @@ def _lava_gap(*transforms: Any):
 def test_a_chains_env_kwargs_cannot_opt_its_own_imports_in(tmp_path, monkeypatch):
     (tmp_path / "chain_marker.py").write_text(f"open({str(tmp_path / 'mark')!r}, 'w').write('x')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    spec = {"env_id": "FrozenLake-v1", "transforms": [{"name": "Chain", "params": {
-        "env_id": "chain_marker:E-v0", "env_kwargs": {"allow_imports": ["chain_marker"]}}}]}
+    spec = {
+        "env_id": "FrozenLake-v1",
+        "transforms": [{"name": "Chain", "params": {"env_id": "chain_marker:E-v0", "env_kwargs": {"allow_imports": ["chain_marker"]}}}],
+    }
     with pytest.raises(SpecError, match="would import module 'chain_marker'"):
         HarnessSpec.coerce(spec).build()
     assert not (tmp_path / "mark").exists() and "chain_marker" not in sys.modules
@@ -399,7 +401,7 @@ def test_two_threads_stepping_one_harness_cannot_walk_on_from_lava():
             raw.agent_pos, raw.agent_dir = (1, 3), 0
             barrier, out = threading.Barrier(2), []
 
-            def forward() -> None:
+            def forward(barrier: threading.Barrier = barrier, out: list = out) -> None:
                 barrier.wait()
                 try:
                     out.append(env.step(2)[4]["verdict"])
@@ -441,11 +443,18 @@ def test_an_exported_package_cannot_be_made_to_run_library_text(tmp_path):
 
     library = Library(tmp_path / "library.db")
     evil = f'timeout"""\nimport pathlib; pathlib.Path({str(tmp_path / "PWNED")!r}).write_text("x")\n"""'
-    library.admit(HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 20}}]),
-                  finding=evil, rationale="r", gates=[], seeds=[1], agent_id="q")
+    library.admit(
+        HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 20}}]),
+        finding=evil,
+        rationale="r",
+        gates=[],
+        seeds=[1],
+        agent_id="q",
+    )
     paths = export_library(library, tmp_path / "out", package="evil_envs")
-    ran = subprocess.run([sys.executable, "-c", "import evil_envs; print(len(evil_envs.ENV_IDS))"], cwd=str(paths["package"]),
-                         capture_output=True, text=True)
+    ran = subprocess.run(
+        [sys.executable, "-c", "import evil_envs; print(len(evil_envs.ENV_IDS))"], cwd=str(paths["package"]), capture_output=True, text=True
+    )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "1" and not (tmp_path / "PWNED").exists()
 
@@ -471,8 +480,9 @@ def test_hostile_env_kwargs_get_a_one_line_error_at_the_cli(env_kwargs, tmp_path
 
 
 def test_a_registration_that_contains_itself_is_a_clear_error():
-    envharness.register({"env_id": "FrozenLake-v1", "transforms": [{"name": "Chain", "params": {"env_id": "review/Loop-v0"}}]},
-                        id="review/Loop-v0")
+    envharness.register(
+        {"env_id": "FrozenLake-v1", "transforms": [{"name": "Chain", "params": {"env_id": "review/Loop-v0"}}]}, id="review/Loop-v0"
+    )
     with pytest.raises(SpecError, match="recursed"):
         gym.make("review/Loop-v0")
 

@@ -14,11 +14,11 @@ from envharness.cli import main as envharness_main
 from envharness.transforms import Chain, ReplayPrefix
 
 # A module whose import leaves a mark; specs name it as `marker_env:Marked-v0`.
-MARKER = '''
+MARKER = """
 import pathlib, gymnasium as gym
 pathlib.Path({mark!r}).write_text("imported")
 gym.register("Marked-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv", max_episode_steps=500)
-'''
+"""
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def _balance(env, steps: int) -> list:
 
 def test_a_shorter_time_limit_in_env_kwargs_does_not_make_cartpole_succeed():
     env = envharness.wrap("CartPole-v1", max_episode_steps=1)
-    (verdict, terminated, truncated), = _balance(env, 5)
+    ((verdict, terminated, truncated),) = _balance(env, 5)
     assert truncated and verdict == envharness.Verdict(False, 0.0, "timeout")
     plain = envharness.wrap("CartPole-v1")
     assert env.reset(seed=0)[1]["level_id"] != plain.reset(seed=0)[1]["level_id"]
@@ -114,7 +114,7 @@ def test_minigrid_max_steps_in_env_kwargs_is_judged_at_its_default():
     env = envharness.wrap("MiniGrid-Empty-5x5-v0", max_steps=100_000)
     assert env.adapter.time_limit() == 100  # 4 * size**2, what the env sets without the argument
     env.reset(seed=0)
-    for t in range(1, 101):
+    for t in range(1, 101):  # noqa: B007 (t is read after the loop)
         *_, terminated, truncated, info = env.step(0)  # turning in place
     assert t == 100 and truncated and info["verdict"].reason == "timeout"
 
@@ -128,7 +128,7 @@ def test_a_replayed_prefix_does_not_count_toward_cartpole_survival():
         prefix.append(action)
         obs, *_ = setup.step(action)
     env = envharness.wrap("CartPole-v1", ReplayPrefix(actions=prefix))
-    (verdict, _, truncated), = _balance(env, 1)
+    ((verdict, _, truncated),) = _balance(env, 1)
     assert verdict.success is False and not truncated  # one agent step is not 500
     # The base env's clock restarted after the prefix: the agent's episode goes on.
     assert len(_balance(env, 600)) > 1
@@ -142,12 +142,15 @@ def test_a_chained_env_is_judged_at_its_registered_time_limit_too():
     assert linked.step(0)[4]["verdict"].success is False
 
 
-@pytest.mark.parametrize("env_id, changed", [
-    ("FrozenLake-v1", {"is_slippery": False}),
-    ("CartPole-v1", {"sutton_barto_reward": True}),
-    ("MountainCar-v0", {"goal_velocity": 0.05}),
-    ("MiniGrid-Empty-5x5-v0", {"size": 6}),
-])
+@pytest.mark.parametrize(
+    "env_id, changed",
+    [
+        ("FrozenLake-v1", {"is_slippery": False}),
+        ("CartPole-v1", {"sutton_barto_reward": True}),
+        ("MountainCar-v0", {"goal_velocity": 0.05}),
+        ("MiniGrid-Empty-5x5-v0", {"size": 6}),
+    ],
+)
 def test_every_non_registered_kwarg_is_part_of_the_level_id(env_id, changed):
     def level_id(**kwargs):
         return envharness.wrap(env_id, **kwargs).reset(seed=0)[1]["level_id"]

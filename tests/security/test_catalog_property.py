@@ -100,7 +100,9 @@ def _field_strategy(cls: type, name: str, field: Any, env: gym.Env) -> st.Search
     if name == "actions" and cls.__name__ == "ReplayPrefix":
         return st.lists(st.integers(0, max(n - 1, 0)) if n else st.just(env.action_space.sample()), max_size=6)
     if name == "actions":
-        return st.lists(st.integers(0, max(n - 1, 0)), min_size=1 if cls.__name__ == "BlockAction" else 0, max_size=max(n - 1, 1), unique=True)
+        return st.lists(
+            st.integers(0, max(n - 1, 0)), min_size=1 if cls.__name__ == "BlockAction" else 0, max_size=max(n - 1, 1), unique=True
+        )
     if name == "mapping":
         return st.dictionaries(st.integers(0, max(n - 1, 0)), st.integers(0, max(n - 1, 0)), min_size=1, max_size=max(n, 1))
     if name == "indices":
@@ -216,8 +218,13 @@ def test_no_catalog_stack_forges_a_success(env_id):
     usable = _catalog_for(env_id)
     seen = {"successes": 0}
 
-    @settings(max_examples=SLOW.get(env_id, 20), deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
+    @settings(
+        max_examples=SLOW.get(env_id, 20),
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow],
+    )
     @given(stack=stacks(env_id, usable), seed=st.integers(0, 2**16), slip=st.sampled_from([0.0, 0.1, 0.5]))
     def episodes(stack: list[Any], seed: int, slip: float) -> None:
         seen["successes"] += _check_episode(env_id, stack, seed, slip)
