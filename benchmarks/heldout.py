@@ -171,7 +171,7 @@ def figure(entry: dict[str, Any], path: Path) -> None:
         lo = [v["ci"][0] for v in curve["validation"]]
         hi = [v["ci"][1] for v in curve["validation"]]
         (line,) = ax.plot(x, mean, marker="o", label=f"{arm} (validation levels)")
-        ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), alpha=0.2, color=line.get_color())
+        ax.fill_between(x, np.clip(lo, 0, 1), np.clip(hi, 0, 1), alpha=0.12, color=line.get_color())
         held = entry["result"]["arms"][arm]["success"]
         ax.errorbar(
             [x[-1] * (1.03 + 0.02 * k)],
