@@ -36,7 +36,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
-from envrigger.loop import ARMS, LoopConfig, _interval, run_seeds
+from envrigger.loop import ARMS, LoopConfig, _interval, across_seeds, run_seeds
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {
@@ -90,12 +90,18 @@ def load_suite(folder: Path | None = None, only: list[str] | None = None) -> lis
     return benchmarks
 
 
+def _finished(where: Path) -> list[Path]:
+    """The master seeds' run directories that have their final held-out result, in seed order."""
+    done = [p for p in where.glob("seed-*") if (p / "final.json").is_file()]
+    return sorted(done, key=lambda p: int(p.name.split("-")[1]))
+
+
 def _per_seed(where: Path) -> list[dict[str, Any]]:
     """Each master seed's held-out success per arm and the components its rigger arm admitted."""
     from envrigger.library import Library
 
     rows = []
-    for seed_dir in sorted(where.glob("seed-*"), key=lambda p: int(p.name.split("-")[1])):
+    for seed_dir in _finished(where):
         final = json.loads((seed_dir / "final.json").read_text())
         library = Library(seed_dir / "library.db", create=False)
         admitted = [
@@ -120,7 +126,7 @@ def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     from envrigger.library import Library
 
     out = {}
-    for seed_dir in sorted(where.glob("seed-*")):
+    for seed_dir in _finished(where):
         library = Library(seed_dir / "library.db", create=False)
         out[int(seed_dir.name.split("-")[1])] = library.rounds()
         library.close()
@@ -135,12 +141,23 @@ def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log:
 
 
 def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
-    """The finished result of one benchmark, read from ``OUT/NAME`` (None if it has not finished)."""
+    """The result of one benchmark, read from ``OUT/NAME``; None before two master seeds have finished.
+
+    A benchmark still running is reported over its finished seeds, and says so (``partial``).
+    """
     where = out / benchmark.name
-    if not (where / "result.json").is_file():
+    if not (where / "seeds.json").is_file():
         return None
-    result = json.loads((where / "result.json").read_text())
-    config = json.loads((where / "seeds.json").read_text())["config"]
+    plan = json.loads((where / "seeds.json").read_text())
+    config = plan["config"]
+    finished = _finished(where)
+    if (where / "result.json").is_file():
+        result = json.loads((where / "result.json").read_text())
+    elif len(finished) >= 2:
+        result = across_seeds({int(p.name.split("-")[1]): {"final": json.loads((p / "final.json").read_text())} for p in finished})
+    else:
+        return None
+    partial = None if len(result["seeds"]) >= plan["seeds"] else f"{len(result['seeds'])} of {plan['seeds']} master seeds finished"
     rounds = _rounds(where)
     curves = {}
     for arm in result["arms"]:
@@ -155,6 +172,7 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
         "curves": curves,
         "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))},
         "per_seed": _per_seed(where),
+        "partial": partial,
     }
 
 
@@ -250,8 +268,9 @@ def summary(entries: list[dict[str, Any]]) -> list[str]:
             if "rigger" in arms and "original" in arms
             else None
         )
+        name = entry["benchmark"]["name"] + (f" ({entry['partial']})" if entry.get("partial") else "")
         lines.append(
-            f"| {entry['benchmark']['name']} | " + " | ".join(cells) + f" | {_gain(diff, 'original', True)} | {_gain(diff, 'dr')} | "
+            f"| {name} | " + " | ".join(cells) + f" | {_gain(diff, 'original', True)} | {_gain(diff, 'dr')} | "
             f"{_gain(diff, 'plr')} | {'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
             f"{entry['wall_time']['total'] / 60:.0f} min |"
         )
