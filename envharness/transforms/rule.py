@@ -118,6 +118,11 @@ class StepBudget(RuleTransform):
 
     max_steps: int = Field(100, ge=1, le=100_000, description="agent steps before truncation")
 
+    def proposable(self, adapter: Any) -> bool:
+        # A budget at or above the env's own time limit changes nothing: not worth validating.
+        limit = adapter.time_limit()
+        return limit is None or self.max_steps < limit
+
     def on_reset(self, memo: dict, obs: Any, rng: np.random.Generator) -> None:
         memo["t"] = 0
 

@@ -169,6 +169,23 @@ def test_propose_skips_moving_a_goal_the_agent_cannot_see(tmp_path):
     assert "MoveGoal" not in names and "MoveAgent" in names
 
 
+def test_propose_never_offers_a_step_budget_the_env_already_enforces(tmp_path):
+    from envharness.transforms import StepBudget
+
+    env = LAKE.build()
+    assert env.adapter.time_limit() == 100  # FrozenLake-v1's registered limit
+    assert StepBudget(max_steps=99).proposable(env.adapter) and not StepBudget(max_steps=100).proposable(env.adapter)
+    report = diagnose(rollout(LAKE, "random", seeds=range(60), out=tmp_path / "lake"))
+    assert any(f.name in StepBudget.targets for f in report.findings)
+
+    def budgets(limit: int) -> list[int]:
+        spec = LAKE.model_copy(update={"env_kwargs": {**LAKE.env_kwargs, "max_episode_steps": limit}})
+        return [t.params["max_steps"] for c in propose(report, spec, np.random.default_rng(0)) for t in c.added if t.name == "StepBudget"]
+
+    assert budgets(150)  # the default (100) and its neighbours are offered under a longer limit...
+    assert budgets(60) == []  # ...and not where the env already ends episodes sooner
+
+
 def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
     from envrigger.propose import EASING
 
