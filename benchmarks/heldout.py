@@ -48,8 +48,9 @@ QUICK = {
     "candidates_per_round": 1,
     "min_rollouts": 6,
     "max_rollouts": 9,
-    "learner_params": {"n_envs": 2, "n_steps": 128, "batch_size": 64},
 }
+# Smaller batches for the learners that take them, so two tiny rounds still update the policy.
+QUICK_LEARNER: dict[str, dict[str, Any]] = {"ppo": {"n_envs": 2, "n_steps": 128, "batch_size": 64}}
 
 
 class Benchmark(BaseModel):
@@ -76,6 +77,7 @@ class Benchmark(BaseModel):
         fields["spec"], fields["heldout_spec"] = self.spec, self.heldout_spec
         if quick:
             fields.update(QUICK)
+            fields["learner_params"] = {**self.learner_params, **QUICK_LEARNER.get(self.learner, {})}
         return LoopConfig(**fields)
 
 

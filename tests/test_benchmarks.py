@@ -34,6 +34,16 @@ def test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out():
         assert split.disjoint and len(split.heldout_levels) >= 0.8 * config.eval_episodes, benchmark.name
 
 
+def test_every_benchmark_gives_its_learner_only_parameters_it_takes_full_and_quick():
+    from envrigger.learners import PPO_DEFAULTS
+    from envrigger.textlearner import TEXTQ_DEFAULTS
+
+    takes = {"ppo": set(PPO_DEFAULTS), "textq": set(TEXTQ_DEFAULTS)}
+    for benchmark in heldout.load_suite():
+        for quick in (False, True):
+            assert set(benchmark.config(quick).learner_params) <= takes[benchmark.learner], (benchmark.name, quick)
+
+
 def test_an_unknown_benchmark_name_is_a_clear_error():
     with pytest.raises(SystemExit, match="no benchmark named nope"):
         heldout.load_suite(only=["nope"])
