@@ -1,9 +1,10 @@
 """The Docker sandbox: one throwaway container per run, no network, hard limits.
 
 Contains :class:`DockerSandbox` and :func:`build_base_image`. Containers run with
-``network_mode="none"``, a memory limit without swap, a CPU quota, a pids limit, a
-read-only root filesystem with only the work directory (and a small ``/tmp`` tmpfs)
-writable, all capabilities dropped, ``no-new-privileges``, as user ``nobody``; they are
+``network_mode="none"``, a private IPC namespace, a memory limit without swap, one CPU, a
+pids limit, a read-only root filesystem with only the work dir, ``/tmp`` and ``/dev/shm``
+writable (the run's ``disk_mb`` tmpfs), every capability dropped but the supervisor's
+three, ``no-new-privileges``, no log, the command as a uid of the run's own; they are
 removed after every run, whatever happened.
 
 No image registry is reachable on our machines, so the base image is built locally from
@@ -15,16 +16,20 @@ read from the machine's apt configuration (or ``ENVHARNESS_DEBIAN_MIRROR``).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from envharness.sandbox.base import Limits, Sandbox, SandboxError, SandboxResult
+from envharness.sandbox.base import Limits, RunDirs, Sandbox, SandboxError, SandboxResult
+from envharness.sandbox.subprocess_backend import SUPERVISOR, _report, _which_limit
 
 IMAGE = "envharness-sandbox:bookworm-python3"
 SUITE = "bookworm"
@@ -99,6 +104,13 @@ def build_base_image(tag: str = IMAGE, client: Any = None) -> str:
 class DockerSandbox(Sandbox):
     """Runs each command in a fresh, locked-down container of the locally built base image.
 
+    The container's PID 1 is the trusted supervisor (:mod:`envharness.sandbox.supervisor`,
+    mounted read-only), running as root with only the capabilities to drop to the run's
+    own uid and to kill; it starts the command as that uid and reports what the kernel
+    said to a directory only root can reach. Output is streamed and capped as it arrives
+    (no container log is kept), and the work dir, ``/tmp`` and ``/dev/shm`` are bind mounts
+    of the run's ``disk_mb`` tmpfs on the host.
+
     Example:
         >>> result = DockerSandbox().run_python("print('hello from', open('/etc/debian_version').read().split('.')[0])")
         >>> result.ok, result.stdout.split()[:2]
@@ -106,6 +118,20 @@ class DockerSandbox(Sandbox):
     """
 
     name = "docker"
+    isolation = [
+        "network",
+        "pid-namespace",
+        "ipc-namespace",
+        "container-root",
+        "read-only-fs",
+        "private-uid",
+        "memory-cgroup",
+        "pids-limit",
+        "cpu-quota",
+        "cpu-total",
+        "no-capabilities",
+        "no-stdin",
+    ]
 
     def __init__(self, image: str = IMAGE) -> None:
         self.image = image
@@ -126,76 +152,121 @@ class DockerSandbox(Sandbox):
             build_base_image(self.image, self._docker)
         return self._docker
 
-    def _run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str]) -> SandboxResult:
-        from docker.types import Ulimit
+    def _run(self, command: list[str], dirs: RunDirs, limits: Limits, env: dict[str, str]) -> SandboxResult:
+        from docker.types import LogConfig
 
         client = self.client
-        for path in [workdir, *workdir.rglob("*")]:
-            os.chown(path, 65534, 65534, follow_symlinks=False)
-        cpu = int(max(1, limits.cpu_s))
+        (dirs.base / "report").mkdir(mode=0o700)
+        config = {
+            "command": command,
+            "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **env},
+            "limits": limits.model_dump(),
+            "uid": dirs.uid,
+            "cwd": "/work",
+            "report": "/report/report.json",
+            "jail": None,
+            "watch_all": True,
+            "strong": True,
+            "cgroup_events": True,
+        }
         container = client.containers.create(
             self.image,
-            command,
+            ["/usr/bin/python3", "-I", "-S", "/sandbox/supervisor.py", json.dumps(config)],
             network_mode="none",
+            ipc_mode="private",
+            cgroupns="private",
             mem_limit=f"{limits.memory_mb}m",
             memswap_limit=f"{limits.memory_mb}m",
             nano_cpus=int(1e9),
-            pids_limit=limits.pids,
+            pids_limit=limits.pids + 1,  # + the supervisor
             read_only=True,
-            user="65534:65534",
+            user="0:0",
             working_dir="/work",
-            volumes={str(workdir): {"bind": "/work", "mode": "rw"}},
-            tmpfs={"/tmp": "size=64m"},
-            environment={"HOME": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **env},
+            volumes={
+                str(dirs.fs / "work"): {"bind": "/work", "mode": "rw"},
+                str(dirs.fs / "tmp"): {"bind": "/tmp", "mode": "rw"},
+                str(dirs.fs / "shm"): {"bind": "/dev/shm", "mode": "rw"},
+                str(dirs.base / "report"): {"bind": "/report", "mode": "rw"},
+                str(SUPERVISOR): {"bind": "/sandbox/supervisor.py", "mode": "ro"},
+            },
             cap_drop=["ALL"],
+            cap_add=["SETUID", "SETGID", "KILL"],
             security_opt=["no-new-privileges"],
-            init=True,
-            ulimits=[
-                Ulimit(name="cpu", soft=cpu, hard=cpu + 1),
-                Ulimit(name="fsize", soft=limits.file_mb * 2**20, hard=limits.file_mb * 2**20),
-                Ulimit(name="core", soft=0, hard=0),
-            ],
+            log_config=LogConfig(type=LogConfig.types.NONE),
+            stdin_open=False,
         )
         started = time.monotonic()
-        timed_out = False
+        timed_out = overflow = False
         try:
+            stream = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=True)
+            drain = _Demux(stream, limits.output_bytes)
             container.start()
-            try:
-                status = container.wait(timeout=limits.timeout_s)
-                code = int(status.get("StatusCode", -1))
-            except Exception:  # the wait timed out
+            drain.wake.wait(limits.timeout_s)
+            if drain.overflow:
+                overflow = True
+            elif not drain.done.is_set():
                 timed_out = True
-                container.kill()
-                code = None
+            if overflow or timed_out:
+                try:
+                    container.kill()
+                except Exception:  # it ended on its own meanwhile
+                    pass
+            container.wait(timeout=30)
+            drain.join(10)
             duration = time.monotonic() - started
             container.reload()
             state = container.attrs.get("State", {})
-            stdout = container.logs(stdout=True, stderr=False)
-            stderr = container.logs(stdout=False, stderr=True)
         finally:
             container.remove(force=True)
-        sig = code - 128 if code is not None and code > 128 else None
-        err = stderr.decode(errors="replace")
-        if timed_out:
-            limit = "timeout"
-        elif state.get("OOMKilled") or "MemoryError" in err:
-            limit = "memory"
-        elif sig == 24:  # SIGXCPU
-            limit = "cpu"
-        elif "Resource temporarily unavailable" in err or "BlockingIOError" in err:
-            limit = "pids"
-        elif len(stdout) > limits.output_bytes or len(stderr) > limits.output_bytes or sig == 25:
-            limit = "output"
-        else:
-            limit = None
+        report = _report(dirs.base / "report" / "report.json")
+        evidence: dict[str, Any] = {**report, "oom_killed": bool(state.get("OOMKilled"))}
+        if state.get("OOMKilled"):
+            evidence["oom_kills"] = max(1, int(evidence.get("oom_kills") or 0))
+        code, sig = report.get("exit_code"), report.get("signal")
+        if not report:
+            code, sig = None, signal.SIGKILL
+        limit = _which_limit(timed_out, overflow, evidence, limits)
+        if limit is None and report.get("max_procs", 0) >= limits.pids:
+            limit = "pids"  # docker's pids counter may be out of sight: the supervisor saw the run at its limit
         return SandboxResult(
             backend=self.name,
-            exit_code=None if sig is not None or timed_out else code,
+            exit_code=None if sig is not None else code,
             signal=sig,
-            stdout=stdout[: limits.output_bytes].decode(errors="replace"),
-            stderr=err[: limits.output_bytes],
+            stdout=bytes(drain.kept[0]).decode(errors="replace"),
+            stderr=bytes(drain.kept[1]).decode(errors="replace"),
             timed_out=timed_out,
             limit=limit,
             duration_s=duration,
-            isolation=["network", "memory-cgroup", "cpu-quota", "pids-limit", "read-only-fs", "user-nobody", "no-capabilities"],
+            isolation=self.isolation,
+            evidence=evidence,
         )
+
+
+class _Demux(threading.Thread):
+    """Reads the container's attached (stdout, stderr) stream as it arrives, keeping ``cap`` bytes of each."""
+
+    def __init__(self, stream: Any, cap: int) -> None:
+        super().__init__(daemon=True)
+        self.stream, self.cap = stream, cap
+        self.kept = (bytearray(), bytearray())
+        self.overflow = False
+        self.wake, self.done = threading.Event(), threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for pair in self.stream:
+                for kept, chunk in zip(self.kept, pair):
+                    if not chunk:
+                        continue
+                    room = self.cap - len(kept)
+                    if room > 0:
+                        kept += chunk[:room]
+                    if len(chunk) > max(room, 0):  # keep reading (dockerd blocks if we stop) until the kill ends it
+                        self.overflow = True
+                        self.wake.set()
+        except Exception:  # the stream closes when the container is killed or removed
+            pass
+        finally:
+            self.done.set()
+            self.wake.set()
