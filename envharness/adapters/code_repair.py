@@ -1,7 +1,7 @@
 """Adapter for the code-repair benchmark (:class:`envharness.envs.code_repair.CodeRepairEnv`).
 
-Contains :class:`CodeRepairAdapter`. Its verifier runs the task's hidden tests in the
-sandbox on the agent's module, with the hidden tests copied from the task registry when
+Contains :class:`CodeRepairAdapter`. Its verifier judges the agent's module by the task's
+hidden tests (probes run in the sandbox, expected values compared on the host), with the hidden tests copied from the task registry when
 the adapter was made, so nothing that happens during an episode can change what they test.
 """
 
@@ -27,7 +27,7 @@ class CodeRepairAdapter(Adapter):
 
     family = "code_repair"
     capabilities = frozenset({"files"})
-    neutral_kwargs = ("render_mode", "sandbox", "output_limit")
+    neutral_kwargs = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation")
     state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
 
     def __init__(self, env: Any) -> None:
@@ -76,7 +76,7 @@ class CodeRepairAdapter(Adapter):
         from envharness.envs.code_repair import verify
 
         path, hidden = self._reference()
-        if verify({path: self.raw.files.get(path, "")}, hidden, self.raw.sandbox)[0]:
+        if verify({path: self.raw.files.get(path, "")}, hidden, self.raw.sandbox, self.raw.allow_weak_isolation)[0]:
             return "the module already passes the hidden tests"
         return None
 
@@ -97,7 +97,7 @@ class CodeRepairAdapter(Adapter):
             from envharness.envs.code_repair import verify
 
             path, hidden = self._reference()
-            success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox)
+            success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox, raw.allow_weak_isolation)
             return Verdict(success, passed / total if total else 0.0, "hidden tests pass" if success else "hidden tests fail")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without submitting")

@@ -1,7 +1,10 @@
 """A code-repair benchmark: fix a small Python bug with tools; hidden tests judge in a sandbox.
 
-Contains :class:`CodeRepairEnv`, :func:`verify` (the hidden-test verifier) and the test
-runner it sends into the sandbox. Actions are JSON tool calls (a ``Text`` space, as an
+Contains :class:`CodeRepairEnv`, :func:`verify` (the hidden-test verifier), and the judge
+it uses: :func:`compile_suite` splits a test module into probes (the expressions that need
+the agent's code) and checks (the comparisons, with the expected values), the sandbox runs
+only the probes and reports their values with exact types, and the host decodes them into
+plain data and runs the checks, out of reach of the agent's code. Actions are JSON tool calls (a ``Text`` space, as an
 LLM agent would emit them)::
 
     {"tool": "list"}
@@ -11,17 +14,18 @@ LLM agent would emit them)::
     {"tool": "submit"}                          # the hidden tests decide; the episode ends
 
 Observations are text: the task, then the last tool's output. Success means every hidden
-test passes (fail-to-pass and pass-to-pass), run in the sandbox (``subprocess`` or
-``docker``) on the agent's files with the pristine hidden tests written last, so no file
-the agent writes can replace them.
+test passes (fail-to-pass and pass-to-pass), judged from the values the agent's module
+produces in the sandbox (``subprocess`` or ``docker``); the hidden tests' expected values
+never enter it, and a failing hidden test is reported by count only.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import secrets
 import string
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -36,26 +40,230 @@ OBS_LIMIT = 8000
 HIDDEN_FILE = "test_hidden_suite.py"
 VISIBLE_FILE = "test_visible.py"
 
-# Ours, written into the sandbox after the agent's files. It reads the nonce and keeps its
-# own references to what it reports with before any agent code is imported.
-RUNNER = r"""
-import importlib, json, sys, traceback
-nonce = sys.stdin.readline().strip()
-dumps, write = json.dumps, sys.__stdout__.write
-results = {}
-try:
-    module = importlib.import_module(sys.argv[1])
-    names = sorted(n for n in vars(module) if n.startswith("test_") and callable(getattr(module, n)))
-except BaseException:
-    names, results["<import>"] = [], "error: " + traceback.format_exc(limit=3)[-600:]
-for name in names:
+# Ours, written into the sandbox after the agent's files. It runs each test's statements and
+# evaluates each probe (an operand of an assert that needs the agent's code), and prints the
+# values, encoded with their exact types. It never sees an expected value: those stay on the
+# host, which decodes the values into plain data and decides. Whatever the agent's code
+# patches, prints or returns, only the values it produces for the probes can count.
+PROBE_FILE = "_probes.json"
+PROBE_RUNNER = r"""
+import json, sys
+_type, _repr, _str, _len, _write = type, repr, str, len, sys.__stdout__.write
+_exact = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+
+
+def encode(value, depth=0, room=[20000]):
+    room[0] -= 1
+    kind = _type(value)
+    if depth > 40 or room[0] < 0:
+        return ["toolarge"]
+    if value is None:
+        return ["none"]
+    if kind is bool:
+        return ["bool", value is True]
+    if kind is int:
+        return ["int", _repr(value)] if value.bit_length() < 4000 else ["toolarge"]
+    if kind is float:
+        return ["float", _repr(value)]
+    if kind is str:
+        return ["str", value] if _len(value) <= 100000 else ["toolarge"]
+    if kind in _exact:
+        return [_exact[kind], [encode(item, depth + 1) for item in value]]
+    if kind is dict:
+        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
+    return ["object", _str(getattr(kind, "__qualname__", "?"))[:200]]
+
+
+with open(sys.argv[1]) as handle:
+    program = json.load(handle)
+for test in program["tests"]:
+    values, error = [], None
+    scope = {"__name__": "test_module"}
     try:
-        getattr(module, name)()
-        results[name] = "pass"
-    except BaseException:
-        results[name] = "fail: " + traceback.format_exc(limit=3)[-600:]
-write("\nRESULT " + nonce + " " + dumps(results) + "\n")
+        exec(program["module"], scope)
+        for kind, source in test["steps"]:
+            if kind == "exec":
+                exec(source, scope)
+            else:
+                try:
+                    values.append(encode(eval(source, scope)))
+                except Exception as raised:
+                    values.append(["raised", _str(_type(raised).__name__)[:200]])
+    except BaseException as raised:
+        error = (_str(_type(raised).__name__) + ": " + _str(raised))[:300]
+    _write("PROBES " + json.dumps({"name": test["name"], "values": values, "error": error}) + "\n")
+    sys.__stdout__.flush()
 """
+
+
+class Opaque:
+    """A value the judge cannot read as plain data (an object, an exception, a value too large): equal only to itself."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __bool__(self) -> bool:
+        raise TypeError(f"{self.what} has no truth value the judge can trust")
+
+    def __repr__(self) -> str:
+        return f"<{self.what}>"
+
+
+def decode(node: Any, depth: int = 0) -> Any:
+    """A probe value as plain Python data, built here from the encoded form; malformed input raises ValueError."""
+    if depth > 45 or not isinstance(node, list) or not node or not isinstance(node[0], str):
+        raise ValueError("malformed probe value")
+    kind, rest = node[0], node[1:]
+    if kind == "none" and not rest:
+        return None
+    if kind == "bool" and len(rest) == 1 and isinstance(rest[0], bool):
+        return rest[0]
+    if kind == "int" and len(rest) == 1 and isinstance(rest[0], str) and len(rest[0]) < 1300:
+        return int(rest[0])
+    if kind == "float" and len(rest) == 1 and isinstance(rest[0], str) and len(rest[0]) < 40:
+        return float(rest[0])
+    if kind == "str" and len(rest) == 1 and isinstance(rest[0], str):
+        return rest[0]
+    if kind in ("list", "tuple", "set", "frozenset") and len(rest) == 1 and isinstance(rest[0], list):
+        items = [decode(item, depth + 1) for item in rest[0]]
+        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](items)
+    if kind == "dict" and len(rest) == 1 and isinstance(rest[0], list):
+        if not all(isinstance(pair, list) and len(pair) == 2 for pair in rest[0]):
+            raise ValueError("malformed dict")
+        return {decode(k, depth + 1): decode(v, depth + 1) for k, v in rest[0]}
+    if kind == "object" and len(rest) == 1 and isinstance(rest[0], str):
+        return Opaque(f"a {rest[0]} object")
+    if kind == "raised" and len(rest) == 1 and isinstance(rest[0], str):
+        return Opaque(f"raised {rest[0]}")
+    if kind == "toolarge" and not rest:
+        return Opaque("a value too large")
+    raise ValueError("malformed probe value")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return a is b if b is None or isinstance(b, bool) else a == b
+
+
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+    ast.Is: _same,
+    ast.IsNot: lambda a, b: not _same(a, b),
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
+
+
+def _check(node: ast.expr, probes: list[str]) -> tuple:
+    """An assert's test as a tree the host evaluates: literals stay here, the rest become probes."""
+    try:
+        return ("const", ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return ("not", _check(node.operand, probes))
+    if isinstance(node, ast.BoolOp):
+        return ("and" if isinstance(node.op, ast.And) else "or", [_check(value, probes) for value in node.values])
+    if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
+        return ("cmp", _check(node.left, probes), [(type(op), _check(c, probes)) for op, c in zip(node.ops, node.comparators)])
+    probes.append(ast.unparse(node))
+    return ("probe", len(probes) - 1)
+
+
+def _evaluate(tree: tuple, values: list[Any]) -> Any:
+    kind = tree[0]
+    if kind == "const":
+        return tree[1]
+    if kind == "probe":
+        return values[tree[1]]
+    if kind == "not":
+        return not _evaluate(tree[1], values)
+    if kind == "and":
+        return all(bool(_evaluate(t, values)) for t in tree[1])
+    if kind == "or":
+        return any(bool(_evaluate(t, values)) for t in tree[1])
+    left = _evaluate(tree[1], values)
+    for op, right_tree in tree[2]:
+        right = _evaluate(right_tree, values)
+        if isinstance(left, Opaque) or isinstance(right, Opaque) or not _COMPARE[op](left, right):
+            return False
+        left = right
+    return True
+
+
+@dataclass
+class JudgedTest:
+    """One test function, split into what runs in the sandbox (steps) and what the host checks."""
+
+    name: str
+    steps: list[tuple[str, str]]  # ("exec", statement) or ("eval", probe expression)
+    checks: list[tuple[str, tuple, list[int]]]  # (assert source, check tree, the probe indices it reads)
+
+
+def compile_suite(source: str) -> tuple[str, list[JudgedTest]]:
+    """Split a test module into its imports (sent in) and its tests; raises ValueError on what it cannot judge.
+
+    Example:
+        >>> module, tests = compile_suite("from calc import add\\n\\ndef test_add():\\n    assert add(2, 3) == 5\\n")
+        >>> module, tests[0].steps, tests[0].checks[0][0]
+        ('from calc import add', [('eval', 'add(2, 3)')], 'add(2, 3) == 5')
+    """
+    tree = ast.parse(source)
+    module, tests = [], []
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            module.append(ast.unparse(node))
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not node.args.args:
+            steps: list[tuple[str, str]] = []
+            checks = []
+            for statement in node.body:
+                if isinstance(statement, ast.Assert):
+                    probes: list[str] = []
+                    check = _check(statement.test, probes)
+                    first = sum(kind == "eval" for kind, _ in steps)
+                    steps += [("eval", probe) for probe in probes]
+                    checks.append((ast.unparse(statement.test), check, list(range(first, first + len(probes)))))
+                elif isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.Import, ast.ImportFrom, ast.Pass)):
+                    steps.append(("exec", ast.unparse(statement)))
+                else:
+                    raise ValueError(f"line {statement.lineno}: the judge reads asserts, assignments and calls only")
+            tests.append(JudgedTest(node.name, steps, checks))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # a docstring
+        else:
+            raise ValueError(f"line {node.lineno}: a test module holds imports and test_ functions only")
+    return "\n".join(module), tests
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _outcome(test: JudgedTest, line: dict) -> str:
+    """'pass' or why not, for one test, from the values the sandbox reported for it."""
+    if line.get("error") is not None:
+        return f"fail: {str(line['error'])[:300]}"
+    try:
+        values = [decode(value) for value in line["values"]]
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError):
+        return "fail: the values reported are not readable"
+    probes = [source for kind, source in test.steps if kind == "eval"]
+    if len(values) != len(probes):
+        return "fail: not every value was reported"
+    for source, check, used in test.checks:
+        try:
+            passed = bool(_evaluate(check, values))
+        except Exception:  # an Opaque value, or values that do not compare
+            passed = False
+        if not passed:
+            got = ", ".join(f"{probes[i]} gave {_shown(values[i])}" for i in used)
+            return f"fail: assert {source}" + (f" ({got})" if got else "")
+    return "pass"
 
 
 def suite_tests(source: str) -> list[str]:
@@ -63,39 +271,64 @@ def suite_tests(source: str) -> list[str]:
     return sorted(node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"))
 
 
-def run_tests(files: dict[str, str], tests: str, test_file: str, backend: str) -> dict[str, str]:
-    """Run ``tests`` against ``files`` in a sandbox; test name -> "pass" or the failure."""
-    from envharness.sandbox import Limits, get_sandbox
+def run_tests(
+    files: dict[str, str], tests: str, test_file: str, backend: str, allow_weak_isolation: bool = False, detail: bool = True
+) -> dict[str, str]:
+    """Judge ``files`` by the test module ``tests``; test name -> "pass" or the failure.
 
-    nonce = secrets.token_hex(16)
-    sandbox = get_sandbox(backend)
-    payload = {**files, test_file: tests, "_runner.py": RUNNER}  # ours last: they overwrite anything the agent wrote
-    module = test_file.removesuffix(".py")
-    result = sandbox.run(
-        ["sh", "-c", f"echo {nonce} | python3 _runner.py {module}"], payload, Limits(timeout_s=15, memory_mb=256, cpu_s=10)
-    )
-    marker = f"RESULT {nonce} "
-    line = next((out for out in reversed(result.stdout.splitlines()) if out.startswith(marker)), None)
-    if line is None:
-        reason = result.limit or (result.stderr.strip().splitlines() or ["no result"])[-1]
-        return {name: f"fail: the test run did not finish ({reason})" for name in suite_tests(tests)}
-    reported = json.loads(line[len(marker) :])
-    # Only the tests the suite defines count, and a missing one fails.
-    return {name: reported.get(name, "fail: not run") for name in suite_tests(tests)} | (
-        {"<import>": reported["<import>"]} if "<import>" in reported else {}
-    )
+    The sandbox runs the agent's code on each probe and reports values; the host decides.
+    ``detail=False`` (hidden tests) names no expression or value in a failure.
+    """
+    from envharness.sandbox import Limits, SubprocessSandbox, get_sandbox
+
+    names = suite_tests(tests)
+    try:
+        module, judged = compile_suite(tests)
+    except (ValueError, SyntaxError, RecursionError, MemoryError) as error:
+        why = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return {name: f"fail: the tests cannot be judged ({why})" for name in names}
+    program = {"module": module, "tests": [{"name": t.name, "steps": t.steps} for t in judged]}
+    sandbox = SubprocessSandbox(allow_weak_isolation=allow_weak_isolation) if backend == "subprocess" else get_sandbox(backend)
+    # Ours last: they overwrite anything the agent wrote under these names.
+    payload = {**files, PROBE_FILE: json.dumps(program), "_runner.py": PROBE_RUNNER}
+    result = sandbox.run(["python3", "-E", "-s", "_runner.py", PROBE_FILE], payload, Limits(timeout_s=15, memory_mb=256, cpu_s=10))
+    reported: dict[str, dict] = {}
+    for text in result.stdout.splitlines():
+        if text.startswith("PROBES "):
+            try:
+                line = json.loads(text[len("PROBES ") :])
+            except ValueError:
+                continue
+            if isinstance(line, dict) and isinstance(line.get("name"), str) and isinstance(line.get("values"), list):
+                reported.setdefault(line["name"], line)  # the first report of a test counts
+    outcome = {}
+    for test in judged:
+        line = reported.get(test.name)
+        if line is None:
+            last = (result.stderr.strip().splitlines() or ["no result"])[-1][:200]
+            outcome[test.name] = f"fail: the test run did not finish ({result.limit or (last if detail else 'no result')})"
+            continue
+        verdict = _outcome(test, line)
+        outcome[test.name] = verdict if detail or verdict == "pass" else "fail"
+    return {name: outcome.get(name, "fail: not run") for name in names}
 
 
 @lru_cache(maxsize=4096)
-def _verify_cached(files_json: str, hidden: str, backend: str) -> tuple[bool, int, int]:
-    outcome = run_tests(json.loads(files_json), hidden, HIDDEN_FILE, backend)
+def _verify_cached(files_json: str, hidden: str, backend: str, allow_weak_isolation: bool) -> tuple[bool, int, int]:
+    outcome = run_tests(json.loads(files_json), hidden, HIDDEN_FILE, backend, allow_weak_isolation, detail=False)
     passed = sum(v == "pass" for v in outcome.values())
     return passed == len(outcome) and bool(outcome), passed, len(outcome)
 
 
-def verify(files: dict[str, str], hidden_tests: str, backend: str = "subprocess") -> tuple[bool, int, int]:
-    """(all hidden tests pass, passed, total) for ``files``; cached on content."""
-    return _verify_cached(json.dumps(files, sort_keys=True), hidden_tests, backend)
+def verify(
+    files: dict[str, str], hidden_tests: str, backend: str = "subprocess", allow_weak_isolation: bool = False
+) -> tuple[bool, int, int]:
+    """(all hidden tests pass, passed, total) for ``files``; cached on content.
+
+    The hidden tests never enter the sandbox: only the inputs of their probes do, and the
+    expected values are compared here, on the host.
+    """
+    return _verify_cached(json.dumps(files, sort_keys=True), hidden_tests, backend, allow_weak_isolation)
 
 
 class CodeRepairEnv(gym.Env):
@@ -105,6 +338,8 @@ class CodeRepairEnv(gym.Env):
         task: a task name to always use; by default each reset picks one from its seed.
         sandbox: ``subprocess`` or ``docker``: where tests run.
         output_limit: characters of tool output shown.
+        allow_weak_isolation: run the agent's code even where the subprocess sandbox cannot
+            isolate it (not root, no cgroups); refused by default.
 
     Example:
         >>> import json
@@ -119,13 +354,19 @@ class CodeRepairEnv(gym.Env):
     metadata = {"render_modes": ["ansi"]}
 
     def __init__(
-        self, task: str | None = None, sandbox: str = "subprocess", output_limit: int = 3000, render_mode: str | None = None
+        self,
+        task: str | None = None,
+        sandbox: str = "subprocess",
+        output_limit: int = 3000,
+        render_mode: str | None = None,
+        allow_weak_isolation: bool = False,
     ) -> None:
         names = [t.name for t in TASKS]
         if task is not None and task not in names:
             raise ValueError(f"task {task!r} is unknown; use one of {', '.join(names)}")
         self.fixed_task = task
         self.sandbox = sandbox
+        self.allow_weak_isolation = allow_weak_isolation
         self.output_limit = output_limit
         self.render_mode = render_mode
         self.observation_space = spaces.Text(max_length=OBS_LIMIT, min_length=0, charset=CHARSET)
@@ -193,13 +434,15 @@ class CodeRepairEnv(gym.Env):
                 output = f"replaced lines {start}-{end} of {path}:\n{self._numbered(path)}"
             elif tool == "run_tests":
                 self.test_runs += 1
-                outcome = run_tests({self.task.path: self.files[self.task.path]}, self.files[VISIBLE_FILE], VISIBLE_FILE, self.sandbox)
+                module = {self.task.path: self.files[self.task.path]}
+                outcome = run_tests(module, self.files[VISIBLE_FILE], VISIBLE_FILE, self.sandbox, self.allow_weak_isolation)
                 passed = sum(v == "pass" for v in outcome.values())
                 info["tests_passed"], info["tests_failed"] = passed, len(outcome) - passed
                 output = f"{passed}/{len(outcome)} visible tests pass\n" + "\n".join(f"{k}: {v}" for k, v in outcome.items())
             else:  # submit
                 self.submitted = True
-                self.hidden_result = verify({self.task.path: self.files[self.task.path]}, self.task.hidden_tests, self.sandbox)
+                module = {self.task.path: self.files[self.task.path]}
+                self.hidden_result = verify(module, self.task.hidden_tests, self.sandbox, self.allow_weak_isolation)
                 success, passed, total = self.hidden_result
                 info["hidden_passed"], info["hidden_total"] = passed, total
                 reward, terminated = (1.0 if success else 0.0), True
