@@ -219,3 +219,17 @@ def test_the_verifier_runs_in_docker_too():
 def test_unknown_task_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown"):
         CodeRepairEnv(task="nope")
+
+
+def test_hidden_tests_compare_with_literals_so_no_expected_value_is_computed_in_the_sandbox():
+    from envharness.envs.code_repair import compile_suite
+
+    computed = "from calc import add\n\ndef test_add():\n    assert add(1, 2) == sum([1, 2])\n"
+    with pytest.raises(ValueError, match="literal"):
+        compile_suite(computed, strict=True)
+    module, tests = compile_suite(computed)  # visible tests may: the agent sees them anyway
+    assert [kind for kind, _ in tests[0].steps] == ["eval", "eval"]
+    for task in TASKS:  # every task's hidden suite is judged strictly
+        module, tests = compile_suite(task.hidden_tests, strict=True)
+        assert sorted(t.name for t in tests) == suite_tests(task.hidden_tests)
+        assert all("==" not in source for t in tests for kind, source in t.steps)  # no expected value is sent in

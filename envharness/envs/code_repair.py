@@ -48,8 +48,8 @@ VISIBLE_FILE = "test_visible.py"
 PROBE_FILE = "_probes.json"
 PROBE_RUNNER = r"""
 import json, sys
-_type, _repr, _str, _len, _write = type, repr, str, len, sys.__stdout__.write
-_exact = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
+_type, _str, _sub, _write = type, str, issubclass, sys.__stdout__.write
+_exact = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
 
 
 def encode(value, depth=0, room=[20000]):
@@ -59,18 +59,21 @@ def encode(value, depth=0, room=[20000]):
         return ["toolarge"]
     if value is None:
         return ["none"]
+    # Subclasses are read through their base type's own methods: the data they hold is
+    # reported, and whatever they override (__eq__, __bool__, __iter__...) is not consulted.
     if kind is bool:
         return ["bool", value is True]
-    if kind is int:
-        return ["int", _repr(value)] if value.bit_length() < 4000 else ["toolarge"]
-    if kind is float:
-        return ["float", _repr(value)]
-    if kind is str:
-        return ["str", value] if _len(value) <= 100000 else ["toolarge"]
-    if kind in _exact:
-        return [_exact[kind], [encode(item, depth + 1) for item in value]]
-    if kind is dict:
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]]
+    if _sub(kind, int):
+        return ["int", int.__repr__(value)] if int.bit_length(value) < 4000 else ["toolarge"]
+    if _sub(kind, float):
+        return ["float", float.__repr__(value)]
+    if _sub(kind, str):
+        return ["str", str.__getitem__(value, slice(None))] if str.__len__(value) <= 100000 else ["toolarge"]
+    for base, name in _exact:
+        if _sub(kind, base):
+            return [name, [encode(item, depth + 1) for item in base.__iter__(value)]]
+    if _sub(kind, dict):
+        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]]
     return ["object", _str(getattr(kind, "__qualname__", "?"))[:200]]
 
 
@@ -158,18 +161,25 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
-def _check(node: ast.expr, probes: list[str]) -> tuple:
-    """An assert's test as a tree the host evaluates: literals stay here, the rest become probes."""
+def _check(node: ast.expr, probes: list[str], strict: bool = False) -> tuple:
+    """An assert's test as a tree the host evaluates: literals stay here, the rest become probes.
+
+    ``strict`` (hidden tests): a comparison must have a literal on one side, so no expected
+    value is ever computed where the agent's code runs.
+    """
     try:
         return ("const", ast.literal_eval(node))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         pass
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return ("not", _check(node.operand, probes))
+        return ("not", _check(node.operand, probes, strict))
     if isinstance(node, ast.BoolOp):
-        return ("and" if isinstance(node.op, ast.And) else "or", [_check(value, probes) for value in node.values])
+        return ("and" if isinstance(node.op, ast.And) else "or", [_check(value, probes, strict) for value in node.values])
     if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
-        return ("cmp", _check(node.left, probes), [(type(op), _check(c, probes)) for op, c in zip(node.ops, node.comparators)])
+        sides = [_check(side, probes, strict) for side in (node.left, *node.comparators)]
+        if strict and sum(side[0] != "const" for side in sides) > 1:
+            raise ValueError(f"line {node.lineno}: a hidden test compares the module's output with a literal, not with a computed value")
+        return ("cmp", sides[0], [(type(op), side) for op, side in zip(node.ops, sides[1:])])
     probes.append(ast.unparse(node))
     return ("probe", len(probes) - 1)
 
@@ -204,7 +214,7 @@ class JudgedTest:
     checks: list[tuple[str, tuple, list[int]]]  # (assert source, check tree, the probe indices it reads)
 
 
-def compile_suite(source: str) -> tuple[str, list[JudgedTest]]:
+def compile_suite(source: str, strict: bool = False) -> tuple[str, list[JudgedTest]]:
     """Split a test module into its imports (sent in) and its tests; raises ValueError on what it cannot judge.
 
     Example:
@@ -223,7 +233,7 @@ def compile_suite(source: str) -> tuple[str, list[JudgedTest]]:
             for statement in node.body:
                 if isinstance(statement, ast.Assert):
                     probes: list[str] = []
-                    check = _check(statement.test, probes)
+                    check = _check(statement.test, probes, strict)
                     first = sum(kind == "eval" for kind, _ in steps)
                     steps += [("eval", probe) for probe in probes]
                     checks.append((ast.unparse(statement.test), check, list(range(first, first + len(probes)))))
@@ -281,12 +291,12 @@ def run_tests(
     """
     from envharness.sandbox import Limits, SubprocessSandbox, get_sandbox
 
-    names = suite_tests(tests)
     try:
-        module, judged = compile_suite(tests)
+        names = suite_tests(tests)
+        module, judged = compile_suite(tests, strict=not detail)
     except (ValueError, SyntaxError, RecursionError, MemoryError) as error:
         why = str(error).splitlines()[0] if str(error) else type(error).__name__
-        return {name: f"fail: the tests cannot be judged ({why})" for name in names}
+        return {"<tests>": f"fail: the tests cannot be judged ({why})"}
     program = {"module": module, "tests": [{"name": t.name, "steps": t.steps} for t in judged]}
     sandbox = SubprocessSandbox(allow_weak_isolation=allow_weak_isolation) if backend == "subprocess" else get_sandbox(backend)
     # Ours last: they overwrite anything the agent wrote under these names.
@@ -297,7 +307,7 @@ def run_tests(
         if text.startswith("PROBES "):
             try:
                 line = json.loads(text[len("PROBES ") :])
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(line, dict) and isinstance(line.get("name"), str) and isinstance(line.get("values"), list):
                 reported.setdefault(line["name"], line)  # the first report of a test counts
@@ -447,7 +457,7 @@ class CodeRepairEnv(gym.Env):
                 info["hidden_passed"], info["hidden_total"] = passed, total
                 reward, terminated = (1.0 if success else 0.0), True
                 output = f"submitted: {passed}/{total} hidden tests pass"
-        except (ValueError, TypeError, KeyError, json.JSONDecodeError) as error:
+        except (ValueError, TypeError, KeyError, OverflowError, RecursionError, json.JSONDecodeError) as error:
             info["tool_error"] = str(error).splitlines()[0] if str(error) else type(error).__name__
             reward, terminated = 0.0, False
             output = f"error: {info['tool_error']}"

@@ -54,12 +54,14 @@ class Limits(BaseModel):
     """
 
     timeout_s: float = Field(10.0, gt=0, le=3600, description="wall-clock seconds before the run is killed")
-    memory_mb: int = Field(512, ge=16, le=65536, description="address space (subprocess) or memory (docker) limit")
-    cpu_s: float = Field(
-        10.0, gt=0, le=3600, description="CPU seconds (subprocess: RLIMIT_CPU; docker: cores = cpu_s / timeout_s, at most 1)"
+    memory_mb: int = Field(
+        512, ge=16, le=65536, description="memory of the whole run: every process, tmpfs, memfd and shared memory (a cgroup)"
     )
-    pids: int = Field(64, ge=4, le=4096, description="processes the run may have at once")
-    output_bytes: int = Field(1_000_000, ge=1024, le=100_000_000, description="stdout/stderr kept per stream")
+    cpu_s: float = Field(
+        10.0, gt=0, le=3600, description="CPU seconds of the whole run, all processes together (on docker also at most one core)"
+    )
+    pids: int = Field(64, ge=4, le=4096, description="processes the run may have at once (a pids cgroup)")
+    output_bytes: int = Field(1_000_000, ge=1024, le=100_000_000, description="stdout/stderr kept per stream; more ends the run")
     file_mb: int = Field(64, ge=1, le=10_000, description="largest file the run may write")
     disk_mb: int = Field(
         64, ge=1, le=10_000, description="what the work dir, /tmp and /dev/shm may hold together (a tmpfs; it counts as memory too)"
