@@ -131,8 +131,8 @@ class Sandbox:
             result = self._run(command, dirs, limits, dict(env or {}))
             disk = dirs.disk_evidence(limits)
             result.evidence.update(disk)
-            if result.limit is None and disk.get("disk_full"):
-                result.limit = "disk"
+            if result.limit is None and (disk.get("disk_full") or (disk.get("file_at_limit") and not result.ok)):
+                result.limit = "disk"  # the kernel refused writes: the tmpfs is full, or a failed run left a file at file_mb
             for relative in collect:
                 text = read_inside(dirs.work, relative, limits.output_bytes)
                 if text is not None:
@@ -215,8 +215,7 @@ class RunDirs:
             evidence["disk_full"] = free < max(65536, limits.disk_mb * 2**20 // 100) or info.f_favail == 0
         largest = _largest_file(self.fs, limit=100_000)
         evidence["largest_file_bytes"] = largest
-        if largest >= limits.file_mb * 2**20:
-            evidence["disk_full"] = True
+        evidence["file_at_limit"] = largest >= limits.file_mb * 2**20
         return evidence
 
     def remove(self) -> None:

@@ -226,8 +226,6 @@ class DockerSandbox(Sandbox):
         if not report:
             code, sig = None, signal.SIGKILL
         limit = _which_limit(timed_out, overflow, evidence, limits)
-        if limit is None and report.get("max_procs", 0) >= limits.pids:
-            limit = "pids"  # docker's pids counter may be out of sight: the supervisor saw the run at its limit
         return SandboxResult(
             backend=self.name,
             exit_code=None if sig is not None else code,

@@ -93,7 +93,8 @@ class Cgroups:
         memory, pids = limits.memory_mb * 2**20, limits.pids + 1  # + the supervisor
         try:
             if version == 1:
-                paths = {c: cls.ROOT / c / _own_v1(c).lstrip("/") / name for c in ("memory", "pids")}
+                controllers = ("memory", "pids", "cpuacct") if (cls.ROOT / "cpuacct" / "cpuacct.usage").is_file() else ("memory", "pids")
+                paths = {c: cls.ROOT / c / _own_v1(c).lstrip("/") / name for c in controllers}
                 for path in paths.values():
                     path.mkdir()
                 (paths["memory"] / "memory.limit_in_bytes").write_text(str(memory))
@@ -112,9 +113,18 @@ class Cgroups:
                 if (path / "memory.swap.max").exists():
                     (path / "memory.swap.max").write_text("0")
                 (path / "pids.max").write_text(str(pids))
-                return cls({"memory": path, "pids": path}, 2)
+                return cls({"memory": path, "pids": path, "cpu": path}, 2)
         except OSError as error:
             raise SandboxError(f"cannot create the run's cgroups ({error}); check that /sys/fs/cgroup is writable") from None
+        return None
+
+    @property
+    def cpu_file(self) -> tuple[str, str] | None:
+        """The run's CPU counter: (path, unit)."""
+        if "cpuacct" in self.paths:
+            return str(self.paths["cpuacct"] / "cpuacct.usage"), "ns"
+        if "cpu" in self.paths:
+            return str(self.paths["cpu"] / "cpu.stat"), "usec"
         return None
 
     @property
@@ -248,6 +258,7 @@ class SubprocessSandbox(Sandbox):
             "report": str(dirs.report),
             "jail": self._jail(dirs) if strong else None,
             "cgroup_procs": cgroups.procs if cgroups else [],
+            "cpu_file": cgroups.cpu_file if cgroups else None,
             "watch_all": strong,
             "strong": strong,
         }

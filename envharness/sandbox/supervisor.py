@@ -138,6 +138,47 @@ def _reaped_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+def _own_cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+CPU_FILES = (  # where the run's cgroup CPU counter is, seen from inside a container
+    ("/sys/fs/cgroup/cpuacct/cpuacct.usage", "ns"),
+    ("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "ns"),
+    ("/sys/fs/cgroup/cpu.stat", "usec"),
+)
+
+
+class CgroupCpu:
+    """The CPU seconds a cgroup has used, all its processes together, reaped by anyone or not."""
+
+    def __init__(self, path, unit):
+        self.fd, self.unit = os.open(path, os.O_RDONLY), unit  # kept open: it is read after the chroot
+
+    @classmethod
+    def find(cls, config):
+        candidates = [tuple(config["cpu_file"])] if config.get("cpu_file") else (CPU_FILES if config.get("cgroup_events") else ())
+        for path, unit in candidates:
+            try:
+                found = cls(path, unit)
+                found.seconds()
+                return found
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def seconds(self):
+        text = os.pread(self.fd, 4096, 0).decode()
+        if self.unit == "ns":
+            return int(text.split()[0]) / 1e9
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name == "usage_usec":
+                return int(value) / 1e6
+        raise ValueError("no usage_usec")
+
+
 def _kill_all(watch_all, child):
     if watch_all:  # PID 1 of the run's namespace: -1 is every process of the run, and nothing else
         for _ in range(3):
@@ -186,6 +227,7 @@ def supervise(config):
         with open(path, "w") as handle:
             handle.write("0")
     report = open(config["report"], "w")  # noqa: SIM115 - held for the whole run, never inherited by the command
+    group_cpu = CgroupCpu.find(config)
     try:
         with open("/proc/self/oom_score_adj", "w") as handle:
             handle.write("-1000")  # the OOM killer takes the command, not its watcher
@@ -204,6 +246,16 @@ def supervise(config):
         _start(config)
     status, cpu_hit, most, live_cpu = None, False, 1, 0.0
     cpu_limit = config["limits"]["cpu_s"]
+    base = group_cpu.seconds() - _own_cpu() if group_cpu else 0.0
+
+    def used(live):
+        """The run's CPU seconds: the cgroup's counter (which sees every process, even ones the
+        kernel reaped on its own) less our own, or else the live and reaped processes we can see."""
+        seen = _reaped_cpu() + live
+        if group_cpu:
+            return max(seen, group_cpu.seconds() - _own_cpu() - base)
+        return seen
+
     while status is None:
         while True:
             try:
@@ -222,7 +274,7 @@ def supervise(config):
             found = _processes(me)
             most = max(most, len(found))
             live_cpu = sum(ticks for _, ticks in found) / TICK
-            if _reaped_cpu() + live_cpu >= cpu_limit:
+            if used(live_cpu) >= cpu_limit:
                 cpu_hit = True
                 _kill_all(watch_all, child)
         time.sleep(POLL_S)
@@ -237,7 +289,7 @@ def supervise(config):
     evidence = {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
-        "cpu_s": round(_reaped_cpu(), 3),
+        "cpu_s": round(used(0.0), 3),
         "cpu_limit_hit": cpu_hit,
         "max_procs": most,
     }
