@@ -129,10 +129,10 @@ class Sandbox:
                 target.write_bytes(content.encode() if isinstance(content, str) else content)
             dirs.hand_over()
             result = self._run(command, dirs, limits, dict(env or {}))
-            disk = dirs.disk_evidence(limits)
+            disk = dirs.disk_evidence()
             result.evidence.update(disk)
-            if result.limit is None and (disk.get("disk_full") or (disk.get("file_at_limit") and not result.ok)):
-                result.limit = "disk"  # the kernel refused writes: the tmpfs is full, or a failed run left a file at file_mb
+            if result.limit is None and disk.get("disk_full"):
+                result.limit = "disk"  # the kernel refused writes: the tmpfs is full
             for relative in collect:
                 text = read_inside(dirs.work, relative, limits.output_bytes)
                 if text is not None:
@@ -205,17 +205,16 @@ class RunDirs:
                     os.chown(entry, self.uid, self.uid, follow_symlinks=False)
             top.chmod(0o700)
 
-    def disk_evidence(self, limits: Limits) -> dict[str, int | bool]:
+    def disk_evidence(self) -> dict[str, int | bool]:
         """Free space and inodes left on the run's tmpfs, and its largest file, measured by the host."""
         evidence: dict[str, int | bool] = {}
         if self.quota:
             info = os.statvfs(self.fs)
             free = info.f_bavail * info.f_frsize
             evidence["disk_free_bytes"] = free
-            evidence["disk_full"] = free < max(65536, limits.disk_mb * 2**20 // 100) or info.f_favail == 0
+            evidence["disk_full"] = info.f_bavail == 0 or info.f_favail == 0  # a write or a create was refused
         largest = _largest_file(self.fs, limit=100_000)
         evidence["largest_file_bytes"] = largest
-        evidence["file_at_limit"] = largest >= limits.file_mb * 2**20
         return evidence
 
     def remove(self) -> None:

@@ -156,7 +156,7 @@ class DockerSandbox(Sandbox):
         from docker.types import LogConfig
 
         client = self.client
-        (dirs.base / "report").mkdir(mode=0o700)
+        (dirs.base / "report").mkdir(mode=0o700)  # root-only: the command (its own uid) cannot reach it
         config = {
             "command": command,
             "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", **env},
@@ -169,9 +169,10 @@ class DockerSandbox(Sandbox):
             "strong": True,
             "cgroup_events": True,
         }
+        (dirs.base / "report" / "settings.json").write_text(json.dumps(config))
         container = client.containers.create(
             self.image,
-            ["/usr/bin/python3", "-I", "-S", "/sandbox/supervisor.py", json.dumps(config)],
+            ["/usr/bin/python3", "-I", "-S", "/sandbox/supervisor.py", "/report/settings.json"],
             network_mode="none",
             ipc_mode="private",
             cgroupns="private",

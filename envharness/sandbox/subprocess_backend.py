@@ -262,7 +262,11 @@ class SubprocessSandbox(Sandbox):
             "watch_all": strong,
             "strong": strong,
         }
-        supervisor = [sys.executable, "-I", "-S", str(SUPERVISOR), json.dumps(config)]
+        settings = dirs.base / "settings.json"  # in the root-only run dir; the supervisor deletes it once read
+        settings.write_text(json.dumps(config))
+        script = dirs.base / "supervisor.py"  # a copy: the command's /proc/1/cmdline names no project path
+        shutil.copyfile(SUPERVISOR, script)
+        supervisor = [sys.executable, "-I", "-S", str(script), str(settings)]
         argv = ["unshare", *NAMESPACES, "--", *supervisor] if strong else supervisor
         started = time.monotonic()
         wake = threading.Event()
@@ -333,7 +337,7 @@ def _which_limit(timed_out: bool, overflow: bool, evidence: dict[str, Any], limi
     if evidence.get("oom_kills"):
         return "memory"
     cpu = evidence.get("cpu_s") or 0.0
-    if evidence.get("cpu_limit_hit") or (evidence.get("signal") in (signal.SIGXCPU, signal.SIGKILL) and cpu >= limits.cpu_s * 0.95):
+    if evidence.get("cpu_limit_hit") or (evidence.get("signal") in (signal.SIGXCPU, signal.SIGKILL) and cpu >= limits.cpu_s):
         return "cpu"
     if evidence.get("pids_max_events"):
         return "pids"

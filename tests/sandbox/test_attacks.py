@@ -1069,3 +1069,50 @@ def test_planted_modules_in_the_work_dir_never_run_privileged(sandbox, host_dir)
     assert not os.path.exists(witness)
     ran_as = [line.split()[0] for line in result.files.get("planted-ran.txt", "").splitlines()]
     assert "0" not in ran_as, ran_as
+
+
+# -- found by a red-team pass after the suite was written ------------------------------------------
+def test_the_keyring_syscalls_are_refused(sandbox):
+    """add_key with a world-readable key would carry data to later runs (keys live per uid, outside namespaces): refused."""
+    code = _code(
+        """
+        import ctypes, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}[os.uname().machine]
+        key = libc.syscall(numbers[0], b"user", b"stash", b"data", 4, -4)
+        print("add_key", key, ctypes.get_errno())
+        print("keyctl", libc.syscall(numbers[1], 0, -4, 0), ctypes.get_errno())
+        """
+    )
+    result = sandbox.run_python(code)
+    assert result.ok, result.stderr
+    assert result.stdout.split() == ["add_key", "-1", "1", "keyctl", "-1", "1"]  # -1 and EPERM both times
+
+
+def test_the_supervisor_command_line_shows_no_host_path_or_limit(sandbox):
+    """/proc/1/cmdline is readable by the command: it names a settings file it cannot read, nothing about the host."""
+    result = sandbox.run_python(
+        "import os\nline = open('/proc/1/cmdline', 'rb').read().decode()\nprint(line.replace(chr(0), ' '))\n"
+        "path = line.split(chr(0))[-2]\ntry:\n    open(path).read()\n    print('READ')\nexcept OSError:\n    print('blocked')"
+    )
+    assert result.ok and "blocked" in result.stdout and "READ" not in result.stdout
+    assert PROJECT not in result.stdout and "memory_mb" not in result.stdout
+
+
+def test_a_file_of_exactly_file_mb_is_not_a_limit(sandbox):
+    """A program writes a file of exactly file_mb, then exits 1 on its own: the kernel refused nothing, so no limit."""
+    result = sandbox.run_python("open('f', 'wb').write(b'x' * 2**20)\nraise SystemExit(1)", limits=Limits(file_mb=1))
+    assert result.exit_code == 1 and result.limit is None
+
+
+def test_a_nearly_full_disk_is_not_a_limit(sandbox):
+    """Writing 60 of 64 MiB succeeds; the run is fine and is reported fine."""
+    result = sandbox.run_python("open('/tmp/f', 'wb').write(b'x' * 60 * 2**20)", limits=Limits(disk_mb=64, memory_mb=256))
+    assert result.ok and result.limit is None
+
+
+def test_killing_itself_just_short_of_the_cpu_limit_is_not_a_cpu_limit(sandbox):
+    """Burning 90% of cpu_s then SIGKILLing itself: the kernel did not stop it for CPU, so no "cpu"."""
+    code = "import os, time\nstart = time.process_time()\nwhile time.process_time() - start < 0.9:\n    pass\nos.kill(os.getpid(), 9)"
+    result = sandbox.run_python(code, limits=Limits(cpu_s=1, timeout_s=20))
+    assert result.signal == 9 and result.limit is None
