@@ -31,7 +31,7 @@ CASES = {
     ),
     "memory: memfd 300 MiB, memory_mb=128": (
         "import os\nfd = os.memfd_create('x')\nfor _ in range(300):\n    os.write(fd, b'x' * 2**20)",
-        Limits(memory_mb=128, timeout_s=20),
+        Limits(memory_mb=128, file_mb=1000, timeout_s=20),  # file_mb would stop it at 64 MiB first
     ),
     "disk: 8 MiB files, disk_mb=32": (
         "n = 0\ntry:\n    for i in range(100):\n        open(f'f{i}', 'wb').write(b'x' * 8 * 2**20)\n        n += 8\nexcept OSError:\n"

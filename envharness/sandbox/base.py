@@ -195,8 +195,14 @@ class RunDirs:
         return dirs
 
     def hand_over(self) -> None:
-        """Give the run's uid its directories (private to it: 0700)."""
+        """Give the run's uid its directories (private to it: 0700).
+
+        Not root (a Docker user without root): the directories are opened to everyone instead,
+        inside the run's own 0700 directory, so the container's uid can write them.
+        """
         if os.geteuid() != 0:
+            for name in ("work", "tmp", "shm"):
+                (self.fs / name).chmod(0o777)
             return
         for name in ("work", "tmp", "shm"):
             top = self.fs / name

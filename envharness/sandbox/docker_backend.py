@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envharness.sandbox.base import Limits, RunDirs, Sandbox, SandboxError, SandboxResult
-from envharness.sandbox.subprocess_backend import SUPERVISOR, _report, _which_limit
+from envharness.sandbox.subprocess_backend import GRACE_S, SUPERVISOR, _report, _which_limit
 
 IMAGE = "envharness-sandbox:bookworm-python3"
 SUITE = "bookworm"
@@ -202,7 +202,7 @@ class DockerSandbox(Sandbox):
             stream = container.attach(stdout=True, stderr=True, stream=True, logs=False, demux=True)
             drain = _Demux(stream, limits.output_bytes)
             container.start()
-            drain.wake.wait(limits.timeout_s)
+            drain.wake.wait(limits.timeout_s + GRACE_S)  # the supervisor ends the run at timeout_s; this is the backstop
             if drain.overflow:
                 overflow = True
             elif not drain.done.is_set():
@@ -226,6 +226,7 @@ class DockerSandbox(Sandbox):
         code, sig = report.get("exit_code"), report.get("signal")
         if not report:
             code, sig = None, signal.SIGKILL
+        timed_out = timed_out or bool(report.get("wall_limit_hit"))
         limit = _which_limit(timed_out, overflow, evidence, limits)
         return SandboxResult(
             backend=self.name,

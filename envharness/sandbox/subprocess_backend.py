@@ -53,6 +53,7 @@ ETC_FILES = (
     "/etc/ssl/certs",
 )
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
+GRACE_S = 2.0  # how long past timeout_s the host waits for the supervisor's own kill and report
 NAMESPACES = ["--net", "--mount", "--pid", "--ipc", "--uts", "--fork", "--kill-child"]
 
 
@@ -276,7 +277,7 @@ class SubprocessSandbox(Sandbox):
             )
             readers = [Drain(process.stdout, limits.output_bytes, wake), Drain(process.stderr, limits.output_bytes, wake)]
             timed_out = overflow = False
-            deadline = started + limits.timeout_s
+            deadline = started + limits.timeout_s + GRACE_S  # the supervisor ends the run at timeout_s; this is the backstop
             while process.poll() is None:
                 if any(r.overflow for r in readers):
                     overflow = True
@@ -304,6 +305,7 @@ class SubprocessSandbox(Sandbox):
         code, sig = report.get("exit_code"), report.get("signal")
         if not report:  # the supervisor itself was killed (the OOM killer, the host): say what the host saw
             code, sig = None, signal.SIGKILL
+        timed_out = timed_out or bool(report.get("wall_limit_hit"))
         limit = _which_limit(timed_out, overflow, evidence, limits)
         (stdout, _), (stderr, _) = (r.result() for r in readers)
         return SandboxResult(

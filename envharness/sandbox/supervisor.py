@@ -281,8 +281,9 @@ def supervise(config):
         if not watch_all:
             os.setpgid(0, 0)
         _start(config)
-    status, cpu_hit, most, live_cpu = None, False, 1, 0.0
+    status, cpu_hit, wall_hit, most, live_cpu = None, False, False, 1, 0.0
     cpu_limit = config["limits"]["cpu_s"]
+    deadline = time.monotonic() + config["limits"]["timeout_s"]  # ours, so the report survives a timeout too
     base = group_cpu.seconds() - _own_cpu() if group_cpu else 0.0
 
     def used(live):
@@ -314,6 +315,9 @@ def supervise(config):
             if used(live_cpu) >= cpu_limit:
                 cpu_hit = True
                 _kill_all(watch_all, child)
+        if time.monotonic() >= deadline and not wall_hit:
+            wall_hit = True
+            _kill_all(watch_all, child)
         time.sleep(POLL_S)
     _kill_all(watch_all, child)  # nothing the command started outlives it
     while True:
@@ -328,6 +332,7 @@ def supervise(config):
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "cpu_s": round(used(0.0), 3),
         "cpu_limit_hit": cpu_hit,
+        "wall_limit_hit": wall_hit,
         "max_procs": most,
     }
     if config.get("cgroup_events"):
