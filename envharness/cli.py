@@ -7,6 +7,7 @@ line on stderr and exit code 2.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -279,8 +280,8 @@ def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[ty
         result = app(args=argv, prog_name=prog, standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code
-    except typer.Abort:
-        print(f"{prog}: aborted", file=sys.stderr)
+    except (typer.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        print(f"{prog}: interrupted; what had finished is stored", file=sys.stderr)
         return 130
     except ClickException as error:
         message = error.format_message()
@@ -289,9 +290,16 @@ def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[ty
         else:
             print(f"{prog}: error: {message.splitlines()[0]}", file=sys.stderr)
         return 2
+    except OSError as error:  # disk full, permissions, a vanished file: one line, and nothing half-written is left
+        where = f" ({error.filename})" if getattr(error, "filename", None) else ""
+        fix = "free some space or write elsewhere" if error.errno == errno.ENOSPC else "check the path and its permissions"
+        print(f"{prog}: error: {error.strerror or type(error).__name__}{where}; {fix}", file=sys.stderr)
+        return 2
     except (EnvHarnessError, SpecError, *known) as error:  # type: ignore[misc]  # mypy cannot see a starred tuple of exception types
         print(f"{prog}: error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
+    if result == 130:  # Ctrl-C: typer turns it into this exit code
+        print(f"{prog}: interrupted; what had finished is stored", file=sys.stderr)
     return result if isinstance(result, int) else 0
 
 

@@ -113,8 +113,17 @@ def collect(
     workers: int = typer.Option(None, "--workers", "-k", min=1, help="Worker processes (default: all cores)."),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
+    episode_timeout: float = typer.Option(
+        600.0, "--episode-timeout", min=0, help="Wall seconds an episode may take before it is recorded as 'timeout (wall)' (0: none)."
+    ),
+    flush_steps: int = typer.Option(
+        50_000, "--flush-steps", min=1, help="Commit a part every this many steps (smaller: less to redo after a crash)."
+    ),
 ) -> None:
     """Roll a policy out on a spec and store the trajectories as Parquet.
+
+    One collection writes to a run directory at a time (a second is refused). Ctrl-C commits
+    every finished episode, then stops.
 
     Example: envrigger collect spec.json --policy reference --episodes 200 --workers 2 -o runs/doorkey
     """
@@ -139,8 +148,33 @@ def collect(
         out=output,
         progress=True,
         allow_imports=allow_import or (),
+        episode_timeout=episode_timeout or None,
+        flush_steps=flush_steps,
     )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
+
+
+@app.command()
+def verify(run: Path = typer.Argument(..., metavar="RUN", help="A run directory `envrigger collect` wrote.")) -> None:
+    """Check every committed part of a run against its checksum; exit 2 naming each damaged file.
+
+    Opening a run already checks that every part is there with its size, and reading a part
+    checks its checksum; this reads them all.
+
+    Example: envrigger verify runs/doorkey
+    """
+    from envrigger.trajectory import TrajectoryStore
+
+    store = TrajectoryStore(run)
+    problems = store.verify()
+    if problems:
+        for line in problems[1:]:
+            print(f"envrigger: error: {line}", file=sys.stderr)
+        raise UserError(problems[0] + (f" (and {len(problems) - 1} more above)" if len(problems) > 1 else ""))
+    parts = store.manifest["parts"] if store.manifest is not None else []
+    steps = sum(int(part["steps"]) for part in parts)
+    checked = "checksums match" if store.manifest is not None else "no manifest (written before checksums): every part's footer parses"
+    console.print(f"{run}: {len(store._part_names())} parts, {len(store)} episodes, {steps} steps; {checked}")
 
 
 def summarize_run(store: Any, title: str) -> None:
@@ -516,7 +550,7 @@ def version() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point of ``envrigger``."""
-    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError)))
+    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError, OSError)))
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ first unfinished round without losing admitted components or completed rounds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ from envrigger.mixture import (
 )
 from envrigger.propose import propose
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError
+from envrigger.trajectory import DirectoryLock, TrajectoryError
 from envrigger.validate import ValidationConfig, Validator
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
@@ -408,6 +409,27 @@ def run_loop(
     result, the env steps spent, and the level-overlap check (see :class:`LevelSplit`).
     """
     out = Path(out)
+    with _writer(out):  # one writer per loop directory: a second run or --resume is refused
+        return _run_loop(out, config, on_round, log)
+
+
+@contextlib.contextmanager
+def _writer(out: Path) -> Iterator[None]:
+    """Hold ``out``'s :class:`DirectoryLock`; a directory made here and left empty by a refusal is removed again."""
+    if out.exists() and not out.is_dir():
+        raise TrajectoryError(f"{out} is a file; choose a directory for the run")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        with DirectoryLock(out):
+            yield
+    except BaseException:
+        if created and all(path.name == DirectoryLock.NAME for path in out.iterdir()):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+
+
+def _run_loop(out: Path, config: LoopConfig | None, on_round: Callable[[dict], None] | None, log: Callable[[str], None]) -> dict[str, Any]:
     config_path = out / "loop.json"
     if config is None:
         if not config_path.is_file():
@@ -639,6 +661,13 @@ def run_seeds(
     learner from scratch, so their spread is what an interval across training seeds needs.
     """
     out = Path(out)
+    with _writer(out):
+        return _run_seeds(out, config, seeds, on_round, log)
+
+
+def _run_seeds(
+    out: Path, config: LoopConfig | None, seeds: int, on_round: Callable[[dict], None] | None, log: Callable[[str], None]
+) -> dict[str, Any]:
     plan = out / "seeds.json"
     if config is None:
         if not plan.is_file():

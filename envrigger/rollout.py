@@ -14,7 +14,9 @@ from __future__ import annotations
 import copy
 import multiprocessing as mp
 import os
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import wait
@@ -35,6 +37,8 @@ from envrigger.trajectory import (
 )
 
 BACKENDS = ("serial", "process", "ray")
+DEFAULT_EPISODE_TIMEOUT = 600.0  # seconds of wall time an episode may take before it is recorded as hung
+WALL_TIMEOUT = "timeout (wall)"
 PolicyFactory = Callable[[Any], Any]
 
 
@@ -211,7 +215,45 @@ def episode_record(
     )
 
 
-def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str) -> EpisodeRecord:
+def _death(code: int | None) -> str:
+    """How a worker process ended, with the signal's name: ``killed by SIGSEGV``."""
+    if code is None:
+        return "died"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+    return f"exited with code {code}"
+
+
+class _WallTimeout(BaseException):
+    """Raised into a serial episode by SIGALRM (a BaseException, so run_episode does not record it as the env's error)."""
+
+
+def _serial_episode(
+    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, timeout: float | None
+) -> tuple[EpisodeRecord, list[StepRecord]]:
+    """:func:`run_episode` under a wall-time limit enforced with SIGALRM (main thread only; elsewhere no limit)."""
+    if not timeout or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json)
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _WallTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json)
+    except _WallTimeout:
+        return _failed_episode(episode_id, seed, spec_hash, spec_json, f"the episode took more than {timeout:g} s", WALL_TIMEOUT), []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str, reason: str = "error") -> EpisodeRecord:
     return EpisodeRecord(
         episode_id=episode_id,
         spec_hash=spec_hash,
@@ -222,8 +264,8 @@ def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json
         return_=0.0,
         success=False,
         score=0.0,
-        reason="error",
-        terminal_cause="error",
+        reason=reason,
+        terminal_cause=reason,
         error=error,
     )
 
@@ -231,6 +273,7 @@ def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json
 # -- process backend ---------------------------------------------------------------------
 def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
     """Worker loop: build the env and policy once, then run episodes on request."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it commits what finished, then ends us
     try:
         spec = HarnessSpec.from_json(spec_json)
         env = spec.build(allow_imports=allow_imports)
@@ -294,6 +337,7 @@ def _process_backend(
     workers: int,
     emit: Callable,
     allow_imports: tuple[str, ...] = (),
+    episode_timeout: float | None = None,
 ) -> None:
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
     pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
@@ -305,11 +349,26 @@ def _process_backend(
             for worker in pool.workers:
                 if worker["ready"] and worker["task"] is None and queue:
                     worker["task"] = queue.pop()
+                    worker["since"] = time.monotonic()
                     attempts[worker["task"][0]] = attempts.get(worker["task"][0], 0) + 1
                     worker["conn"].send(worker["task"])
+            if episode_timeout:  # a hung episode: kill its worker, record it, go on with a fresh worker
+                now = time.monotonic()
+                for worker in [w for w in pool.workers if w["task"] is not None and now - w["since"] >= episode_timeout]:
+                    task = worker["task"]
+                    worker["process"].kill()
+                    pool.replace(worker)
+                    message = f"the episode took more than {episode_timeout:g} s; its worker was killed"
+                    emit(_failed_episode(task[0], task[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
+                    pending -= 1
+                if not pending:
+                    break
+            busy = (
+                [w["since"] + episode_timeout - time.monotonic() for w in pool.workers if w["task"] is not None] if episode_timeout else []
+            )
             by_conn = {id(w["conn"]): w for w in pool.workers}
             by_sentinel = {w["process"].sentinel: w for w in pool.workers}
-            for ready in wait([w["conn"] for w in pool.workers] + list(by_sentinel)):
+            for ready in wait([w["conn"] for w in pool.workers] + list(by_sentinel), timeout=max(0.0, min(busy)) if busy else None):
                 worker = by_conn.get(id(ready)) or by_sentinel.get(ready)
                 if worker is None or worker not in pool.workers:
                     continue
@@ -320,6 +379,7 @@ def _process_backend(
                         raise EOFError
                 except (EOFError, OSError):
                     task = worker["task"]
+                    worker["process"].join(timeout=2)  # the pipe closes before the process is reaped
                     code = worker["process"].exitcode
                     if not worker["ready"]:
                         startup_failures += 1
@@ -334,7 +394,7 @@ def _process_backend(
                     if attempts[task[0]] < 2:
                         queue.append(task)
                     else:
-                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"worker process died (exit code {code}) twice"), [])
+                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"worker process {_death(code)} twice"), [])
                         pending -= 1
                     continue
                 if kind == "setup_error":
@@ -357,6 +417,7 @@ def _ray_backend(
     workers: int,
     emit: Callable,
     allow_imports: tuple[str, ...] = (),
+    episode_timeout: float | None = None,
 ) -> None:
     try:
         import ray
@@ -373,7 +434,8 @@ def _ray_backend(
         local = HarnessSpec.from_json(spec_json)
         env = local.build(allow_imports=allow_imports)
         try:
-            return run_episode(env, cloudpickle.loads(factory_bytes)(env), task[0], task[1], spec_hash, spec_json)
+            policy = cloudpickle.loads(factory_bytes)(env)
+            return _serial_episode(env, policy, task[0], task[1], spec_hash, spec_json, episode_timeout)
         finally:
             env.close()
 
@@ -414,7 +476,10 @@ class _OrderedWriter:
         if self.batch_steps >= self.flush_steps:
             self.flush()
 
-    def flush(self) -> None:
+    def flush(self, everything: bool = False) -> None:
+        """Commit the episodes ready in order; ``everything`` (on Ctrl-C) also those finished after a gap."""
+        if everything and self.done:
+            self.batch += [self.done.pop(i) for i in sorted(self.done)]  # their ids leave a gap: the episodes never run
         if self.batch:
             self.store.append([e for e, _ in self.batch], [s for _, steps in self.batch for s in steps])
             self.batch, self.batch_steps = [], 0
@@ -432,6 +497,7 @@ def rollout(
     flush_steps: int = 50_000,
     progress: bool = False,
     allow_imports: Iterable[str] = (),
+    episode_timeout: float | None = DEFAULT_EPISODE_TIMEOUT,
 ) -> TrajectoryStore:
     """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
 
@@ -447,6 +513,13 @@ def rollout(
         flush_steps: commit a part to the store every this many steps.
         progress: show a progress bar.
         allow_imports: modules a ``module:Env`` id in the spec may import (none by default).
+        episode_timeout: wall-clock seconds an episode may take (None: no limit); one that
+            takes longer is recorded as failed with reason ``timeout (wall)``. The process and
+            Ray backends kill its worker; the serial backend interrupts the episode with
+            ``SIGALRM`` (in the main thread only) — use ``process`` for envs that hang in C code.
+
+    Ctrl-C commits every episode that finished, then raises ``KeyboardInterrupt``; ids of
+    episodes that never ran are left out. One collection at a time may write to ``out``.
 
     Example:
         >>> store = rollout("FrozenLake-v1", "random", episodes=5)
@@ -482,24 +555,37 @@ def rollout(
     except BaseException:
         probe.close()
         raise
+    try:
+        lock = store.writing()
+        lock.__enter__()  # one writer at a time, taken before any episode id is handed out
+    except BaseException:
+        probe.close()
+        raise
     first = store.next_episode_id()
     tasks = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
     writer = _OrderedWriter(store, first, flush_steps, on_episode)
+    interrupted = False
     try:
         if backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
-                writer(*run_episode(probe, instance, episode_id, seed, spec_hash, spec_json))
+                writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout))
         elif backend == "process":
-            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
+            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
         else:
-            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed)
+            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
-        probe.close()
-        writer.flush()
-        if bar is not None:
-            bar.stop()
+        try:
+            probe.close()
+            if bar is not None:
+                bar.stop()
+            writer.flush(everything=interrupted)
+        finally:
+            lock.__exit__(None, None, None)
     return store
 
 

@@ -4,20 +4,26 @@ Contains :class:`EpisodeRecord`, :class:`StepRecord`, the Arrow schemas
 :data:`EPISODE_SCHEMA` and :data:`STEP_SCHEMA`, :func:`observation_digest`,
 :class:`TrajectoryStore` and :class:`TrajectoryError`.
 
-A run directory holds ``run.json`` (metadata) and numbered *parts*: ``steps/part-N.parquet``
-and ``episodes/part-N.parquet``. A part is written to a temporary file, synced and renamed
-into place, steps first and episodes last; a part counts only once its episodes file
-exists, so a writer killed at any point leaves the run readable with every committed
-episode whole, and readers never see half an episode. Reading streams one part at a time.
+A run directory holds ``run.json`` (metadata), numbered *parts* (``steps/part-N.parquet``
+and ``episodes/part-N.parquet``) and ``manifest.json``, which lists every committed part
+with its row counts, sizes and SHA-256 checksums. A part is written to temporary files,
+synced and renamed into place, then the manifest is replaced atomically: a part counts
+only once the manifest names it, so a writer killed at any point leaves the run readable
+with every committed episode whole, and readers never see half an episode. Opening a run
+checks that every listed part is there with its size; reading a part checks its checksum;
+a missing, truncated or altered part is an error naming the file (``envrigger verify``
+checks them all). One writer at a time: :class:`DirectoryLock`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,6 +45,68 @@ COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interve
 
 class TrajectoryError(EnvHarnessError):
     """A run directory, trajectory file or record is missing or malformed."""
+
+
+class DirectoryLock:
+    """An exclusive lock on a directory for one writer at a time, held for as long as it writes.
+
+    It is a ``flock`` on ``DIR/.writer.lock``; the kernel releases it when the holder exits,
+    however it dies, so a lock left behind by a killed process is never stale. The holder
+    writes its pid, host and start time into the file, for the message a refused writer gets.
+    (``flock`` is advisory and local: on a network filesystem shared by several hosts it
+    does not exclude writers on other hosts.)
+
+    Example:
+        >>> import tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> with DirectoryLock(folder):
+        ...     try:
+        ...         DirectoryLock(folder).acquire()
+        ...     except TrajectoryError as refused:
+        ...         print("refused:", "is being written by pid" in str(refused))
+        refused: True
+        >>> DirectoryLock(folder).acquire().release()  # free again once the holder let go
+    """
+
+    NAME = ".writer.lock"
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.fd: int | None = None
+
+    def acquire(self) -> DirectoryLock:
+        fd = os.open(self.directory / self.NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+            os.close(fd)
+            if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise
+            try:
+                who = json.loads(holder)
+                named = f"pid {who['pid']} on {who['host']} (since {who['since']})"
+            except (ValueError, KeyError, TypeError):
+                named = "another process"
+            raise TrajectoryError(
+                f"{self.directory} is being written by {named}; wait for it to finish, or write to another directory"
+            ) from None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the only descriptor releases the flock
+            self.fd = None
+
+    def __enter__(self) -> DirectoryLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
 
 
 EPISODE_SCHEMA = pa.schema(
@@ -217,6 +285,32 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+MANIFEST = "manifest.json"
+
+
+def _write_json_atomically(value: Any, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(value, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _write_parquet_atomically(table: pa.Table, path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
@@ -260,6 +354,12 @@ class TrajectoryStore:
             self.meta = json.loads(meta_path.read_text())
         except json.JSONDecodeError as error:
             raise TrajectoryError(f"{meta_path}: not valid JSON ({error.msg}); restore it or collect the run again") from None
+        if not isinstance(self.meta, dict):
+            raise TrajectoryError(
+                f"{meta_path}: holds a JSON {type(self.meta).__name__}, not an object; restore it or collect the run again"
+            )
+        self._writer: DirectoryLock | None = None
+        self.manifest = self._load_manifest()
         version = self.meta.get("schema_version")
         if version != SCHEMA_VERSION:
             raise TrajectoryError(
@@ -281,24 +381,76 @@ class TrajectoryStore:
         for sub in ("episodes", "steps"):
             (path / sub).mkdir(parents=True, exist_ok=True)
         record = {"schema_version": SCHEMA_VERSION, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **(meta or {})}
-        fd, tmp = tempfile.mkstemp(dir=path, prefix=".run.json.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(record, handle, indent=2)
-        os.replace(tmp, path / "run.json")
+        _write_json_atomically({"parts": []}, path / MANIFEST)
+        _write_json_atomically(record, path / "run.json")
         return cls(path)
+
+    # -- the manifest --------------------------------------------------------------------
+    def _load_manifest(self) -> dict[str, Any] | None:
+        """The committed parts, checked against the files (sizes); None for a run written before manifests."""
+        path = self.path / MANIFEST
+        if not path.is_file():
+            return None
+        try:
+            manifest = json.loads(path.read_text())
+            parts = manifest["parts"]
+            assert isinstance(parts, list) and all(isinstance(p, dict) and isinstance(p["name"], str) for p in parts)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            raise TrajectoryError(f"{path}: damaged; restore it from a copy, or collect the run again") from None
+        for part in parts:
+            for kind in ("episodes", "steps"):
+                file = self.path / kind / part["name"]
+                if not file.is_file():
+                    raise TrajectoryError(
+                        f"{file}: missing ({part[kind]} {kind} committed); restore it from a copy, or collect the run again"
+                    )
+                size = file.stat().st_size
+                if size != part[f"{kind}_bytes"]:
+                    raise TrajectoryError(
+                        f"{file}: {size} bytes where {part[f'{kind}_bytes']} were committed (truncated or altered); "
+                        "restore it from a copy, or collect the run again"
+                    )
+        return manifest
+
+    def _part_names(self) -> list[str]:
+        if self.manifest is not None:
+            return [part["name"] for part in self.manifest["parts"]]
+        return sorted(p.name for p in (self.path / "episodes").glob("part-*.parquet"))
+
+    def _part(self, name: str) -> dict[str, Any] | None:
+        if self.manifest is None:
+            return None
+        return next(part for part in self.manifest["parts"] if part["name"] == name)
+
+    def verify(self) -> list[str]:
+        """Check every committed part's checksum; the problems found, one line each (empty: all good)."""
+        problems = []
+        for name in self._part_names():
+            part = self._part(name)
+            for kind in ("episodes", "steps"):
+                file = self.path / kind / name
+                try:
+                    if part is None:
+                        pq.ParquetFile(file).metadata  # noqa: B018 - a run without a manifest: the footer must parse
+                    elif _sha256(file) != part[f"{kind}_sha256"]:
+                        problems.append(f"{file}: checksum differs from the committed one (altered); restore it from a copy")
+                except (OSError, pa.ArrowInvalid) as error:
+                    problems.append(f"{file}: unreadable ({str(error).splitlines()[0]}); restore it from a copy")
+        return problems
 
     # -- writing -----------------------------------------------------------------------
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        with open(self.path / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+    def writing(self) -> Iterator[TrajectoryStore]:
+        """Hold the run's writer lock (:class:`DirectoryLock`) for a whole collection."""
+        if self._writer is not None:
+            yield self
+            return
+        with DirectoryLock(self.path) as lock:
+            self._writer = lock
             try:
-                yield
+                yield self
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
-    def _part_names(self) -> list[str]:
-        return sorted(p.name for p in (self.path / "episodes").glob("part-*.parquet"))
+                self._writer = None
 
     def append(self, episodes: list[EpisodeRecord], steps: list[StepRecord]) -> None:
         """Commit episodes and their steps as one new part (all or nothing)."""
@@ -317,10 +469,16 @@ class TrajectoryStore:
         stray = set(pc.unique(steps.column("episode_id")).to_pylist()) - ids
         if stray:
             raise TrajectoryError(f"append: steps name episodes {sorted(stray)[:3]} not in this batch; append steps with their episodes")
-        with self._locked():
-            for sub in ("episodes", "steps"):  # leftovers of writers killed mid-write
+        with self.writing():
+            self.manifest = self._load_manifest()  # as committed now, under the lock
+            committed = set(self._part_names())
+            for sub in ("episodes", "steps"):  # leftovers of writers killed mid-write: temp files, parts never committed
                 for stale in (self.path / sub).glob(".*.tmp"):
                     stale.unlink(missing_ok=True)
+                if self.manifest is not None:
+                    for orphan in (self.path / sub).glob("part-*.parquet"):
+                        if orphan.name not in committed:
+                            orphan.unlink(missing_ok=True)
             clash = ids & self.episode_ids()
             if clash:
                 raise TrajectoryError(f"append: episode ids {sorted(clash)[:3]} are already stored; use store.next_episode_id()")
@@ -329,11 +487,32 @@ class TrajectoryStore:
             name = f"part-{number:06d}.parquet"
             _write_parquet_atomically(steps, self.path / "steps" / name)
             _write_parquet_atomically(episodes, self.path / "episodes" / name)
+            if self.manifest is not None:
+                part = {"name": name, "episodes": episodes.num_rows, "steps": steps.num_rows}
+                for kind in ("episodes", "steps"):
+                    file = self.path / kind / name
+                    part[f"{kind}_bytes"], part[f"{kind}_sha256"] = file.stat().st_size, _sha256(file)
+                manifest = {"parts": [*self.manifest["parts"], part]}
+                _write_json_atomically(manifest, self.path / MANIFEST)  # the commit point
+                self.manifest = manifest
 
     # -- reading -----------------------------------------------------------------------
+    def _bytes(self, path: Path) -> pa.BufferReader:
+        """A committed part file's bytes, checked against the manifest's checksum."""
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise _corrupt(path, error) from None
+        part = self._part(path.name)
+        if part is not None and hashlib.sha256(data).hexdigest() != part[f"{path.parent.name}_sha256"]:
+            raise TrajectoryError(
+                f"{path}: checksum differs from the committed one (altered); restore it from a copy, or collect the run again"
+            )
+        return pa.BufferReader(data)
+
     def _read(self, path: Path, columns: list[str] | None = None) -> pa.Table:
         try:
-            return pq.read_table(path, columns=columns)
+            return pq.read_table(self._bytes(path), columns=columns)
         except (pa.ArrowInvalid, OSError) as error:
             raise _corrupt(path, error) from None
 
@@ -354,6 +533,8 @@ class TrajectoryStore:
         return max(ids) + 1 if ids else 0
 
     def __len__(self) -> int:
+        if self.manifest is not None:
+            return sum(int(part["episodes"]) for part in self.manifest["parts"])
         return sum(pq.ParquetFile(self.path / "episodes" / n).metadata.num_rows for n in self._part_names())
 
     def iter_episodes(self) -> Iterator[EpisodeRecord]:
@@ -367,7 +548,7 @@ class TrajectoryStore:
         for name in self._part_names():
             path = self.path / "steps" / name
             try:
-                parquet = pq.ParquetFile(path)
+                parquet = pq.ParquetFile(self._bytes(path))
                 yield from parquet.iter_batches(batch_size=batch_size, columns=columns)
             except (pa.ArrowInvalid, OSError) as error:
                 raise _corrupt(path, error) from None

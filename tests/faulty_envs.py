@@ -1,13 +1,16 @@
 """Envs and policies that fail on purpose, importable by spawned rollout workers.
 
 Importing this module registers ``faulty_envs:Crashy-v0``: a FrozenLake whose step raises
-on the seeds listed in ``crash_seeds``.
+on the seeds listed in ``crash_seeds``, hangs on ``hang_seeds`` and segfaults on
+``segv_seeds``.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -15,9 +18,9 @@ from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
 
 
 class CrashyLake(FrozenLakeEnv):
-    def __init__(self, crash_seeds=(), **kwargs):
+    def __init__(self, crash_seeds=(), hang_seeds=(), segv_seeds=(), **kwargs):
         super().__init__(is_slippery=False, **kwargs)
-        self.crash_seeds = set(crash_seeds)
+        self.crash_seeds, self.hang_seeds, self.segv_seeds = set(crash_seeds), set(hang_seeds), set(segv_seeds)
         self._seed = None
 
     def reset(self, *, seed=None, options=None):
@@ -27,6 +30,12 @@ class CrashyLake(FrozenLakeEnv):
     def step(self, action):
         if self._seed in self.crash_seeds:
             raise RuntimeError(f"simulator exploded on seed {self._seed}")
+        if self._seed in self.hang_seeds:
+            while True:  # a simulator stuck for good
+                time.sleep(1)
+        if self._seed in self.segv_seeds:
+            signal.signal(signal.SIGSEGV, signal.SIG_DFL)  # no handler (pygame installs one that aborts instead)
+            ctypes.string_at(0)  # a crash in native code: SIGSEGV
         return super().step(action)
 
 

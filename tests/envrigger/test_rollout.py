@@ -108,7 +108,7 @@ def test_worker_that_dies_twice_records_a_failed_episode(tmp_path):
     run = rollout("FrozenLake-v1", faulty_envs.make_killer([1]), seeds=range(5), backend="process", workers=2, out=tmp_path / "run")
     episodes = {e.seed: e for e in run.iter_episodes()}
     assert sorted(episodes) == list(range(5))
-    assert "worker process died" in episodes[1].error and not episodes[1].success
+    assert "worker process was killed by SIGKILL" in episodes[1].error and not episodes[1].success
     assert all(episodes[s].error is None for s in (0, 2, 3, 4))
 
 

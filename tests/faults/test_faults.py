@@ -1,0 +1,257 @@
+"""Fault injection on the trajectory store, collection and the loop directory: nothing lost, nothing silently wrong.
+
+Each test breaks something the way a crash, a second user, a bad disk or a bad env would,
+and asserts an exact recovery or a clear refusal naming the file or the holder.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import faulty_envs  # noqa: F401 - registers faulty_envs:Crashy-v0 for the workers
+import pytest
+
+from envharness import HarnessSpec
+from envharness.cli import run_cli
+from envrigger.cli import app
+from envrigger.loop import run_loop
+from envrigger.rollout import rollout
+from envrigger.trajectory import DirectoryLock, TrajectoryError, TrajectoryStore
+
+TESTS = Path(__file__).resolve().parents[1]
+CRASHY = "faulty_envs:Crashy-v0"
+
+
+def cli(*args: str) -> int:
+    return run_cli(app, list(args), "envrigger")
+
+
+def collect_cli(out: Path, *extra: str) -> subprocess.Popen:
+    """`envrigger collect` in its own process (so it can be killed), FrozenLake, serial, flushing every episode's part."""
+    code = "import sys; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    return subprocess.Popen(
+        [sys.executable, "-c", code, "collect", "FrozenLake-v1", "-n", "400", "--backend", "serial", "-o", str(out), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+
+
+def small_run(tmp_path: Path, episodes: int = 6, flush_steps: int = 1) -> TrajectoryStore:
+    return rollout("FrozenLake-v1", "random", seeds=range(episodes), out=tmp_path / "run", flush_steps=flush_steps)
+
+
+def episodes_of(store: TrajectoryStore) -> dict[int, tuple]:
+    return {e.episode_id: (e.seed, e.length, e.reason, e.return_) for e in store.iter_episodes()}
+
+
+# -- one writer at a time ------------------------------------------------------------------------
+def test_a_second_collect_into_a_run_being_written_is_refused_naming_the_holder(tmp_path, capsys):
+    store = small_run(tmp_path, 3)
+    before = episodes_of(store)
+    with DirectoryLock(store.path):  # another writer holds the run
+        with pytest.raises(TrajectoryError, match=f"being written by pid {os.getpid()} on "):
+            rollout("FrozenLake-v1", "random", seeds=range(5), out=store.path)
+        assert cli("collect", "FrozenLake-v1", "-n", "2", "--backend", "serial", "-o", str(store.path)) == 2
+    line = capsys.readouterr().err.strip()
+    assert line.count("\n") == 0 and "being written by pid" in line and "wait for it to finish" in line
+    assert episodes_of(TrajectoryStore(store.path)) == before  # nothing stored was touched
+    rollout("FrozenLake-v1", "random", seeds=range(2), out=store.path)  # released: appending works again
+    assert sorted(episodes_of(TrajectoryStore(store.path))) == [0, 1, 2, 3, 4]
+
+
+def test_a_lock_left_by_a_killed_writer_is_not_stale(tmp_path):
+    store = small_run(tmp_path, 2)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import time; from envrigger.trajectory import DirectoryLock; DirectoryLock({str(store.path)!r}).acquire(); "
+         "print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "held"
+    with pytest.raises(TrajectoryError, match=f"pid {holder.pid}"):
+        rollout("FrozenLake-v1", "random", seeds=range(1), out=store.path)
+    holder.kill()
+    holder.wait()
+    rollout("FrozenLake-v1", "random", seeds=range(1), out=store.path)  # the kernel released it with the process
+    assert len(TrajectoryStore(store.path)) == 3
+
+
+def test_two_loop_runs_on_one_directory_the_second_is_refused(tmp_path):
+    out = tmp_path / "loop"
+    out.mkdir()
+    with DirectoryLock(out):
+        with pytest.raises(TrajectoryError, match="being written by"):
+            run_loop(out, None)
+    with pytest.raises(TrajectoryError, match="no loop.json"):  # free again: the usual message for an empty dir
+        run_loop(out, None)
+    fresh = tmp_path / "never-made"
+    with pytest.raises(TrajectoryError, match="no loop.json"):
+        run_loop(fresh, None)
+    assert not fresh.exists()  # a refusal leaves nothing behind
+
+
+# -- integrity: detected, never silently wrong ---------------------------------------------------
+def test_a_deleted_middle_part_is_an_error_naming_it(tmp_path, capsys):
+    store = small_run(tmp_path, 6)
+    victim = store.path / "episodes" / "part-000002.parquet"
+    victim.unlink()
+    with pytest.raises(TrajectoryError, match=f"{victim}: missing"):
+        TrajectoryStore(store.path)
+    assert cli("diagnose", str(store.path)) == 2
+    assert str(victim) in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["episodes", "steps"])
+def test_a_truncated_part_is_an_error_naming_it(tmp_path, kind):
+    store = small_run(tmp_path, 4)
+    victim = store.path / kind / "part-000001.parquet"
+    victim.write_bytes(victim.read_bytes()[:-7])
+    with pytest.raises(TrajectoryError, match=f"{victim}: .* bytes where .* were committed"):
+        TrajectoryStore(store.path)
+
+
+@pytest.mark.parametrize("kind", ["episodes", "steps"])
+def test_a_flipped_bit_is_never_read_as_data(tmp_path, capsys, kind):
+    store = small_run(tmp_path, 4)
+    rng = random.Random(7)
+    for trial in range(5):  # a bit anywhere in the file: the size is the same, the checksum is not
+        victim = store.path / kind / f"part-{trial % 4:06d}.parquet"
+        data = bytearray(victim.read_bytes())
+        where = rng.randrange(len(data))
+        data[where] ^= 1 << rng.randrange(8)
+        original = victim.read_bytes()
+        victim.write_bytes(bytes(data))
+        reopened = TrajectoryStore(store.path)  # sizes match: opening is fine
+        with pytest.raises(TrajectoryError, match=f"{victim}: checksum differs"):
+            list(reopened.iter_episode_steps())
+        assert cli("verify", str(store.path)) == 2
+        assert f"{victim}: checksum differs" in capsys.readouterr().err
+        victim.write_bytes(original)
+    assert cli("verify", str(store.path)) == 0
+    assert "4 parts, 4 episodes" in capsys.readouterr().out
+
+
+def test_a_part_written_but_never_committed_is_ignored_and_cleared(tmp_path):
+    store = small_run(tmp_path, 3)
+    # A writer killed after renaming its part files into place but before the manifest named them.
+    for kind in ("episodes", "steps"):
+        (store.path / kind / "part-000003.parquet").write_bytes((store.path / kind / "part-000000.parquet").read_bytes())
+    reopened = TrajectoryStore(store.path)
+    assert sorted(episodes_of(reopened)) == [0, 1, 2] and reopened.verify() == []
+    rollout("FrozenLake-v1", "random", seeds=range(1), out=store.path)
+    after = TrajectoryStore(store.path)
+    assert sorted(episodes_of(after)) == [0, 1, 2, 3] and after.verify() == []
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '"run"', "42", "null"])
+def test_run_json_that_is_not_an_object_is_a_clear_error(tmp_path, capsys, content):
+    store = small_run(tmp_path, 1)
+    (store.path / "run.json").write_text(content)
+    with pytest.raises(TrajectoryError, match="not an object"):
+        TrajectoryStore(store.path)
+    assert cli("diagnose", str(store.path)) == 2
+    assert "not an object" in capsys.readouterr().err
+
+
+def test_a_damaged_manifest_is_a_clear_error(tmp_path):
+    store = small_run(tmp_path, 2)
+    (store.path / "manifest.json").write_text('{"parts": [{"name": 3}]')
+    with pytest.raises(TrajectoryError, match="manifest.json: damaged"):
+        TrajectoryStore(store.path)
+
+
+# -- kill -9 during collect ----------------------------------------------------------------------
+def test_kill_9_at_seeded_moments_during_collect_loses_no_committed_episode(tmp_path):
+    reference = rollout("FrozenLake-v1", "random", seeds=range(400), out=tmp_path / "reference", flush_steps=1)
+    expected = episodes_of(reference)
+    rng, partial = random.Random(13), 0
+    for trial in range(4):
+        out = tmp_path / f"killed-{trial}"
+        process = collect_cli(out, "--episode-timeout", "0", "--flush-steps", "20")
+        time.sleep(2.5 + rng.random() * 2.0)  # import time varies; the collect itself is short
+        process.kill()
+        process.wait()
+        if not (out / "run.json").is_file():
+            continue  # killed before the run existed: nothing to check
+        store = TrajectoryStore(out)
+        assert store.verify() == []
+        got = episodes_of(store)
+        assert got == {i: expected[i] for i in got}  # every committed episode whole and identical
+        assert sorted(got) == list(range(len(got)))  # a prefix: nothing committed out of order
+        partial += 0 < len(got) < 400
+        rollout("FrozenLake-v1", "random", seeds=range(len(got), 400), out=out, flush_steps=1)  # and appending resumes it
+        assert episodes_of(TrajectoryStore(out)) == expected
+    assert partial, "no kill landed mid-collection; the moments need retuning"
+
+
+# -- hanging and crashing envs ---------------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["serial", "process"])
+def test_a_hanging_episode_is_recorded_as_a_wall_timeout(tmp_path, backend):
+    spec = HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [1]})
+    started = time.monotonic()
+    store = rollout(spec, "random", seeds=range(4), backend=backend, workers=2, out=tmp_path / "run", allow_imports=["faulty_envs"],
+                    episode_timeout=1.5)  # fmt: skip
+    assert time.monotonic() - started < 30
+    episodes = {e.seed: e for e in store.iter_episodes()}
+    assert sorted(episodes) == [0, 1, 2, 3]
+    assert episodes[1].reason == "timeout (wall)" and "more than 1.5 s" in episodes[1].error and not episodes[1].success
+    assert all(episodes[s].error is None for s in (0, 2, 3))
+
+
+def test_a_segfaulting_env_is_recorded_with_the_signal_name(tmp_path):
+    spec = HarnessSpec(env_id=CRASHY, env_kwargs={"segv_seeds": [2]})
+    store = rollout(spec, "random", seeds=range(4), backend="process", workers=2, out=tmp_path / "run", allow_imports=["faulty_envs"])
+    episodes = {e.seed: e for e in store.iter_episodes()}
+    assert "killed by SIGSEGV" in episodes[2].error and episodes[2].reason == "error"
+    assert all(episodes[s].error is None for s in (0, 1, 3))
+
+
+def test_ctrl_c_commits_the_episodes_that_finished_after_a_hung_one(tmp_path):
+    out = tmp_path / "run"
+    code = "import sys, faulty_envs; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    spec = tmp_path / "spec.json"
+    spec.write_text(HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [0]}).to_json())
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "collect", str(spec), "-n", "6", "--backend", "process", "-k", "2", "-o", str(out),
+         "--allow-import", "faulty_envs"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (out / "run.json").is_file():
+        time.sleep(0.2)
+    time.sleep(10)  # seeds 1-5 finish on the second worker while seed 0 hangs on the first
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130 and "interrupted" in err.strip().splitlines()[-1]
+    store = TrajectoryStore(out)
+    assert sorted(e.seed for e in store.iter_episodes()) == [1, 2, 3, 4, 5] and store.verify() == []
+
+
+# -- a full disk --------------------------------------------------------------------------------------
+def test_a_full_disk_is_one_line_exit_2_and_the_run_stays_readable(tmp_path, capsys):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], check=True)
+    try:
+        code = cli("collect", "CartPole-v1", "-n", "3000", "--backend", "serial", "--flush-steps", "500", "-o", str(disk / "run"))
+        err = capsys.readouterr().err.strip()
+        assert code == 2 and len(err.splitlines()) == 1 and "No space left on device" in err and "free some space" in err
+        store = TrajectoryStore(disk / "run")
+        assert store.verify() == []
+        committed = episodes_of(store)
+        assert sorted(committed) == list(range(len(committed)))
+        assert not [p for p in (disk / "run").rglob(".*.tmp")]  # nothing half-written left behind
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=True)
