@@ -155,26 +155,48 @@ def collect(
 
 
 @app.command()
-def verify(run: Path = typer.Argument(..., metavar="RUN", help="A run directory `envrigger collect` wrote.")) -> None:
-    """Check every committed part of a run against its checksum; exit 2 naming each damaged file.
+def verify(
+    path: Path = typer.Argument(..., metavar="RUN|LOOP|LIBRARY", help="A run directory, a loop directory, or a library.db."),
+) -> None:
+    """Check a run's parts against their checksums, or a loop directory's library and every run in it.
 
     Opening a run already checks that every part is there with its size, and reading a part
-    checks its checksum; this reads them all.
+    checks its checksum; this reads them all. For a library it also runs SQLite's
+    integrity_check and reads every row against its checksum. Exit 2 names each damaged file.
 
     Example: envrigger verify runs/doorkey
     """
-    from envrigger.trajectory import TrajectoryStore
+    from envrigger.library import Library
+    from envrigger.trajectory import TrajectoryError, TrajectoryStore
 
-    store = TrajectoryStore(run)
-    problems = store.verify()
+    if not path.exists():
+        raise UserError(f"{path} does not exist; give a run directory, a loop directory or a library.db")
+    library_path = path if path.is_file() else path / "library.db"
+    runs = sorted(p.parent for p in path.rglob("run.json")) if path.is_dir() else []
+    if not library_path.is_file() and not runs:
+        raise UserError(f"{path}: neither a run (no run.json) nor a loop directory (no library.db); point at one")
+    problems: list[str] = []
+    if library_path.is_file():
+        library = Library(library_path, create=False, check=True)
+        components, rounds = library.components(), library.rounds()
+        console.print(f"{library_path}: library: {len(components)} components, {len(rounds)} rounds; checksums match")
+        library.close()
+    for run in runs:
+        try:
+            store = TrajectoryStore(run)
+            found = store.verify()
+        except TrajectoryError as error:
+            found = [str(error)]
+        problems += found
+        if not found:
+            parts = store.manifest["parts"] if store.manifest is not None else []
+            steps = sum(int(part["steps"]) for part in parts)
+            checked = "checksums match" if store.manifest is not None else "no manifest (written before checksums): footers parse"
+            console.print(f"{run}: {len(parts)} parts, {len(store)} episodes, {steps} steps; {checked}")
     if problems:
         for line in problems[1:]:
             print(f"envrigger: error: {line}", file=sys.stderr)
         raise UserError(problems[0] + (f" (and {len(problems) - 1} more above)" if len(problems) > 1 else ""))
-    parts = store.manifest["parts"] if store.manifest is not None else []
-    steps = sum(int(part["steps"]) for part in parts)
-    checked = "checksums match" if store.manifest is not None else "no manifest (written before checksums): every part's footer parses"
-    console.print(f"{run}: {len(store._part_names())} parts, {len(store)} episodes, {steps} steps; {checked}")
 
 
 def summarize_run(store: Any, title: str) -> None:

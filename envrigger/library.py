@@ -3,13 +3,24 @@
 Contains :class:`Component` and :class:`Library`. The database runs in WAL mode and every
 change is one transaction, so a process killed at any point leaves it consistent; the
 library version increases with each admission or removal.
+
+Damage is detected, never read as data: every component and round row carries a SHA-256
+of its content, checked whenever it is read; after each commit the library version and
+row counts are also written to ``library.db.commit.json`` (outside SQLite), so a database
+that comes back behind it (a damaged or lost ``-wal`` file drops the newest transactions
+silently) is refused; ``Library(path, check=True)`` (and ``envrigger verify``) also runs
+SQLite's ``integrity_check``. A file that is an SQLite database but not a library is
+refused, not written to.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
+import os
 import sqlite3
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +45,21 @@ CREATE TABLE IF NOT EXISTS components (
     agent_id TEXT NOT NULL,
     round INTEGER,
     created TEXT NOT NULL,
-    library_version INTEGER NOT NULL
+    library_version INTEGER NOT NULL,
+    checksum TEXT
 );
 CREATE TABLE IF NOT EXISTS rounds (
     round INTEGER PRIMARY KEY,
     summary_json TEXT NOT NULL,
-    completed TEXT NOT NULL
+    completed TEXT NOT NULL,
+    checksum TEXT
 );
 """
+OURS = {"meta", "components", "rounds", "sqlite_sequence"}
+
+
+def _checksum(values: tuple) -> str:
+    return hashlib.sha256(json.dumps(list(values), separators=(",", ":")).encode()).hexdigest()
 
 
 class Component(BaseModel):
@@ -77,22 +95,81 @@ class Library:
         (['timeout'], 1)
     """
 
-    def __init__(self, path: str | Path, create: bool = True) -> None:
+    def __init__(self, path: str | Path, create: bool = True, check: bool = False) -> None:
         self.path = Path(path)
         if not create and not self.path.is_file():
             raise TrajectoryError(f"library {self.path} does not exist; run `envrigger run` to build one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if tables and ("meta" not in tables or "components" not in tables):
+                self.db.close()
+                raise TrajectoryError(
+                    f"{self.path}: an SQLite database, but not a library (tables {', '.join(sorted(tables)[:4])}); "
+                    "point at a library.db written by envrigger"
+                )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
+            if check:
+                found = [row[0] for row in self.db.execute("PRAGMA integrity_check")]
+                if found != ["ok"]:
+                    raise TrajectoryError(f"{self.path}: damaged ({found[0]}); restore library.db from a copy")
             with self._transaction():
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         self.db.execute(statement)
+                for table in ("components", "rounds"):  # libraries written before row checksums
+                    if "checksum" not in {row[1] for row in self.db.execute(f"PRAGMA table_info({table})")}:
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN checksum TEXT")
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('version', '0')")
+            self._check_commits()
         except sqlite3.DatabaseError as error:
             raise TrajectoryError(f"{self.path}: not a library database ({error}); point at a library.db written by envrigger") from None
+
+    # -- what was committed, kept outside SQLite -------------------------------------------
+    @property
+    def _ledger(self) -> Path:
+        return self.path.with_name(self.path.name + ".commit.json")
+
+    def _counts(self) -> dict[str, int]:
+        return {
+            "version": self.version,
+            "components": int(self.db.execute("SELECT COUNT(*) FROM components").fetchone()[0]),
+            "rounds": int(self.db.execute("SELECT COUNT(*) FROM rounds").fetchone()[0]),
+        }
+
+    def _check_commits(self) -> None:
+        """Refuse a database that lost transactions the ledger saw committed (a damaged or missing WAL)."""
+        if not self._ledger.is_file():
+            self._record_commit()
+            return
+        try:
+            ledger = json.loads(self._ledger.read_text())
+            committed = {key: int(ledger[key]) for key in ("version", "rounds")}
+        except (ValueError, KeyError, TypeError):
+            raise TrajectoryError(f"{self._ledger}: damaged; restore it (or delete it to trust library.db as it is)") from None
+        now = self._counts()
+        if now["version"] < committed["version"] or now["rounds"] < committed["rounds"]:
+            raise TrajectoryError(
+                f"{self.path}: holds library version {now['version']} and {now['rounds']} rounds, but version "
+                f"{committed['version']} and {committed['rounds']} rounds were committed (its -wal file was damaged or lost?); "
+                "restore library.db and library.db-wal from a copy"
+            )
+        if now != ledger:
+            self._record_commit()
+
+    def _record_commit(self) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self._ledger.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                json.dump(self._counts(), handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, self._ledger)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     def _transaction(self) -> Any:
         db = self.db
@@ -130,27 +207,30 @@ class Library:
             if row is not None:
                 return int(row[0])
             version = self.version + 1
+            values = (
+                digest,
+                spec.to_json(indent=None),
+                finding,
+                json.dumps(finding_stats or {}),
+                rationale,
+                origin,
+                parent,
+                json.dumps(gates),
+                json.dumps(seeds),
+                agent_id,
+                round,
+                dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                version,
+            )
             cursor = self.db.execute(
                 "INSERT INTO components (hash, spec_json, finding, finding_json, rationale, origin, parent, gates_json, "
-                "seeds_json, agent_id, round, created, library_version) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    digest,
-                    spec.to_json(indent=None),
-                    finding,
-                    json.dumps(finding_stats or {}),
-                    rationale,
-                    origin,
-                    parent,
-                    json.dumps(gates),
-                    json.dumps(seeds),
-                    agent_id,
-                    round,
-                    dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                    version,
-                ),
+                "seeds_json, agent_id, round, created, library_version, checksum) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (*values, _checksum(values)),
             )
             self.db.execute("UPDATE meta SET value=? WHERE key='version'", (str(version),))
-            return int(cursor.lastrowid)
+            added = int(cursor.lastrowid or 0)
+        self._record_commit()
+        return added
 
     def remove(self, component_id: int) -> None:
         """Delete a component; the library version moves on."""
@@ -158,8 +238,14 @@ class Library:
             if self.db.execute("DELETE FROM components WHERE id=?", (component_id,)).rowcount == 0:
                 raise TrajectoryError(f"library: no component with id {component_id}; see `envrigger library list`")
             self.db.execute("UPDATE meta SET value=CAST(value AS INTEGER) + 1 WHERE key='version'")
+        self._record_commit()
 
     def _component(self, row: tuple) -> Component:
+        *values, checksum = row
+        if checksum is not None and _checksum(tuple(values[1:])) != checksum:
+            raise TrajectoryError(
+                f"{self.path}: component {values[0]} does not match its checksum (altered); restore library.db from a copy"
+            )
         (
             id_,
             digest,
@@ -175,7 +261,7 @@ class Library:
             round_,
             created,
             version,
-        ) = row
+        ) = values
         return Component(
             id=id_,
             hash=digest,
@@ -206,14 +292,21 @@ class Library:
 
     # -- loop rounds -------------------------------------------------------------------
     def complete_round(self, number: int, summary: dict[str, Any]) -> None:
+        text = json.dumps(summary)
         with self._transaction():
             self.db.execute(
-                "INSERT OR REPLACE INTO rounds VALUES (?,?,?)",
-                (number, json.dumps(summary), dt.datetime.now(dt.UTC).isoformat(timespec="seconds")),
+                "INSERT OR REPLACE INTO rounds VALUES (?,?,?,?)",
+                (number, text, dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), _checksum((number, text))),
             )
+        self._record_commit()
 
     def rounds(self) -> list[dict[str, Any]]:
-        return [json.loads(r[0]) for r in self.db.execute("SELECT summary_json FROM rounds ORDER BY round")]
+        found = []
+        for number, text, checksum in self.db.execute("SELECT round, summary_json, checksum FROM rounds ORDER BY round"):
+            if checksum is not None and _checksum((number, text)) != checksum:
+                raise TrajectoryError(f"{self.path}: round {number} does not match its checksum (altered); restore library.db from a copy")
+            found.append(json.loads(text))
+        return found
 
     def close(self) -> None:
         self.db.close()

@@ -304,7 +304,11 @@ def _rigger_round(
         collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
     diagnosis = diagnose(store)
     (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
-    admitted_before = [(c.hash, c.spec, c.finding) for c in library.components()]
+    # A round that restarts after a crash sees the library as it was when the round began: what
+    # its killed attempt admitted is validated again (and admitted again under the same id), so
+    # a resumed run reports exactly what an uninterrupted one does.
+    before = [c for c in library.components() if c.round is None or c.round < number]
+    admitted_before = [(c.hash, c.spec, c.finding) for c in before]
     # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
     proposals = propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
@@ -326,7 +330,7 @@ def _rigger_round(
     admitted: list[Any] = []
     rejected: dict[str, int] = {}
     for candidate in candidates:
-        current = [(c.hash, c.spec) for c in library.components()]
+        current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
         result = validator.validate(candidate, validation_seeds, current)
         if result.passed:
             component = library.admit(
@@ -479,11 +483,14 @@ def _run_loop(out: Path, config: LoopConfig | None, on_round: Callable[[dict], N
             evidence = None
             sampler: Fixed
             if arm.name == "rigger":
-                components = [c.spec for c in library.components()]
+                # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
+                present = library.components()
+                components = [c.spec for c in present if c.round is None or c.round < number]
                 assert arm.replay is not None
                 arm.replay.chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
                 specs, sampler = [base, *components], arm.replay
-                summary["library_size"], summary["library_version"] = len(components), library.version
+                summary["library_size"] = len(components)
+                summary["library_version"] = library.version - sum(c.round == number for c in present)
                 evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
             elif arm.name == "dr":
                 pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
@@ -539,6 +546,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         learner = load_learner(config.learner, _Arm(name, None).path(out, best), probe)
         log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
         trained_on = used.get(f"{name}:train", set())
+        shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
         heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)

@@ -255,3 +255,124 @@ def test_a_full_disk_is_one_line_exit_2_and_the_run_stays_readable(tmp_path, cap
         assert not [p for p in (disk / "run").rglob(".*.tmp")]  # nothing half-written left behind
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=True)
+
+
+# -- a loop killed right after an admission ------------------------------------------------------------
+def test_a_loop_resumed_after_a_crash_right_after_an_admission_reports_what_an_uninterrupted_one_does(tmp_path):
+    import sqlite3
+
+    from envharness import HarnessSpec as Spec
+    from envrigger.loop import LoopConfig
+
+    config = LoopConfig(
+        spec=Spec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False}),
+        learner="qlearning",
+        rounds=2,
+        budget_steps=4000,
+        collect_episodes=30,
+        eval_episodes=30,
+        val_episodes=20,
+        candidates_per_round=3,
+        backend="serial",
+        min_rollouts=20,
+        max_rollouts=40,
+        allow_seen_levels=True,
+        band=(0.05, 0.95),
+    )
+    whole = run_loop(tmp_path / "whole", config)
+    assert whole["rounds"][0]["admitted"], "the round must admit something for this test to mean anything"
+    crashed = tmp_path / "crashed"
+    run_loop(crashed, config)
+    # The state a kill right after round 1's admissions leaves: the components are in, the round is not.
+    db = sqlite3.connect(crashed / "library.db")
+    db.execute("DELETE FROM rounds")
+    db.commit()
+    db.close()
+    (crashed / "library.db.commit.json").unlink()  # it would (rightly) say that rounds were lost
+    (crashed / "final.json").unlink(missing_ok=True)
+    resumed = run_loop(crashed)
+
+    def stable(result):
+        return [{k: v for k, v in r.items() if k != "wall_time"} for r in result["rounds"]]
+
+    assert stable(resumed) == stable(whole)
+    assert resumed["final"] == whole["final"]
+
+
+# -- the library ----------------------------------------------------------------------------------
+def _library(tmp_path: Path, n: int = 5):
+    from envrigger.library import Library
+
+    library = Library(tmp_path / "lib" / "library.db")
+    for steps in range(n):
+        spec = HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 10 + steps}}])
+        library.admit(spec, finding="timeout", rationale="r", gates=[], seeds=[steps], agent_id="a", round=1)
+    library.complete_round(1, {"round": 1, "admitted": list(range(1, n + 1))})
+    return library
+
+
+def test_a_component_altered_in_the_database_is_never_read_as_data(tmp_path, capsys):
+    import sqlite3
+
+    from envrigger.library import Library
+
+    library = _library(tmp_path)
+    library.close()
+    db = sqlite3.connect(tmp_path / "lib" / "library.db")
+    db.execute("UPDATE components SET seeds_json='[99]' WHERE id=3")  # what a flipped bit in a row's text does
+    db.commit()
+    db.close()
+    with pytest.raises(TrajectoryError, match="component 3 does not match its checksum"):
+        Library(tmp_path / "lib" / "library.db").components()
+    assert cli("library", "list", str(tmp_path / "lib")) == 2
+    assert "component 3 does not match its checksum" in capsys.readouterr().err
+
+
+def test_a_damaged_wal_that_drops_committed_rows_is_refused(tmp_path, capsys):
+    import shutil
+
+    from envrigger.library import Library
+
+    library = _library(tmp_path)  # still open: the newest transactions live in library.db-wal
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("library.db", "library.db-wal", "library.db.commit.json"):
+        shutil.copy(tmp_path / "lib" / name, copy / name)
+    library.close()
+    wal = copy / "library.db-wal"
+    wal.write_bytes(wal.read_bytes()[: len(wal.read_bytes()) // 3])  # torn: SQLite silently ignores the tail
+    with pytest.raises(TrajectoryError, match="were committed .*-wal file was damaged or lost"):
+        Library(copy / "library.db")
+    assert cli("library", "list", str(copy)) == 2
+    assert "-wal file was damaged or lost" in capsys.readouterr().err
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path, capsys):
+    import sqlite3
+
+    from envrigger.library import Library
+
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE notes (text TEXT)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(TrajectoryError, match="not a library"):
+        Library(path)
+    assert cli("library", "list", str(path)) == 2 and "not a library" in capsys.readouterr().err
+    assert path.read_bytes() == before and not path.with_name("other.db.commit.json").exists()
+
+
+def test_verify_checks_a_loop_directory_its_library_and_every_run_in_it(tmp_path, capsys):
+    library = _library(tmp_path)
+    library.close()
+    store = rollout("FrozenLake-v1", "random", seeds=range(3), out=tmp_path / "lib" / "round-1" / "evidence", flush_steps=1)
+    assert cli("verify", str(tmp_path / "lib")) == 0
+    assert "library: 5 components, 1 rounds" in capsys.readouterr().out
+    victim = store.path / "steps" / "part-000001.parquet"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 4
+    victim.write_bytes(bytes(data))
+    assert cli("verify", str(tmp_path / "lib")) == 2
+    assert f"{victim}: checksum differs" in capsys.readouterr().err
