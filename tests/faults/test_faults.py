@@ -194,8 +194,13 @@ def test_kill_9_at_seeded_moments_during_collect_loses_no_committed_episode(tmp_
 
 
 # -- hanging and crashing envs ---------------------------------------------------------------------
-@pytest.mark.parametrize("backend", ["serial", "process"])
-def test_a_hanging_episode_is_recorded_as_a_wall_timeout(tmp_path, backend):
+@pytest.mark.parametrize("backend", ["serial", "process", "ray"])
+def test_a_hanging_episode_is_recorded_as_a_wall_timeout(tmp_path, backend, monkeypatch):
+    if backend == "ray":
+        pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
+        monkeypatch.setenv(
+            "PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
+        )  # Ray's workers import faulty_envs
     spec = HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [1]})
     started = time.monotonic()
     store = rollout(spec, "random", seeds=range(4), backend=backend, workers=2, out=tmp_path / "run", allow_imports=["faulty_envs"],
