@@ -6,6 +6,7 @@ and asserts an exact recovery or a clear refusal naming the file or the holder.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -381,3 +382,33 @@ def test_verify_checks_a_loop_directory_its_library_and_every_run_in_it(tmp_path
     victim.write_bytes(bytes(data))
     assert cli("verify", str(tmp_path / "lib")) == 2
     assert f"{victim}: checksum differs" in capsys.readouterr().err
+
+
+def test_kill_9_at_seeded_moments_during_a_loop_then_resume_gives_the_uninterrupted_result(tmp_path):
+    spec = tmp_path / "lake.json"
+    spec.write_text(HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False}).to_json())
+    options = ["--learner", "qlearning", "--arms", "original,rigger", "--rounds", "2", "--budget-steps", "4000", "--collect-episodes", "30",
+               "--eval-episodes", "30", "--val-episodes", "20", "--candidates", "3", "--backend", "serial", "--allow-seen-levels"]  # fmt: skip
+    code = "import sys; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
+
+    def envrigger(*args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    started = time.monotonic()
+    whole = envrigger("run", str(spec), "-o", str(tmp_path / "whole"), *options)
+    assert whole.wait(timeout=600) == 0, whole.stderr.read() if whole.stderr else ""
+    took = time.monotonic() - started
+    expected = json.loads((tmp_path / "whole" / "final.json").read_text())
+    rng, cut = random.Random(29), 0
+    for trial in range(4):
+        out = tmp_path / f"killed-{trial}"
+        process = envrigger("run", str(spec), "-o", str(out), *options)
+        time.sleep(took * (0.45 + 0.5 * rng.random()))  # somewhere in the loop itself, after the imports
+        process.kill()
+        process.wait()
+        cut += not (out / "final.json").is_file()
+        if (out / "loop.json").is_file():
+            resumed = envrigger("run", "--resume", str(out))
+            assert resumed.wait(timeout=600) == 0, resumed.stderr.read() if resumed.stderr else ""
+            assert json.loads((out / "final.json").read_text()) == expected
+    assert cut, "no kill landed before the run finished; the moments need retuning"
