@@ -24,12 +24,14 @@ from rich.table import Table
 
 from envharness.errors import EnvHarnessError, SpecError
 from envharness.transforms import TRANSFORMS, Transform, get_transform
+from envharness.transforms.base import remember_import
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="Wrap Gymnasium envs with transforms while their original verifier stays enforced.",
+    help="Wrap Gymnasium envs with transforms while their original verifier stays enforced. Every command also takes --import MODULE (repeatable): your module is imported first, so the "
+    "transforms, envs, policies and learners it registers can be named (MODULE: a dotted name or a .py file).",
 )
 # Tables stay readable when piped (rich would otherwise assume 80 columns).
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 160)))
@@ -274,9 +276,64 @@ def wrap_command(
         console.print(f"wrote {output} (spec hash {spec.hash()})")
 
 
-def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a typer app; user errors become one line on stderr and exit code 2."""
+IMPORT_HELP = (
+    "--import MODULE (repeatable, before or after the command) imports your module first, so the transforms, envs, "
+    "policies and learners it registers can be named in specs and options; MODULE may be a dotted name or a path/to/file.py."
+)
+
+
+def take_imports(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``--import MODULE`` / ``--import=MODULE`` out of ``argv``: (the rest, the modules)."""
+    rest, modules, it = [], [], iter(argv)
+    for arg in it:
+        if arg == "--import":
+            module = next(it, None)
+            if module is None or module.startswith("-"):
+                raise SpecError("--import: needs a module name or a .py file after it, e.g. --import mypkg.transforms")
+            modules.append(module)
+        elif arg.startswith("--import="):
+            modules.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    return rest, modules
+
+
+def import_user_module(name: str) -> None:
+    """Import a user's module (dotted name or ``.py`` path) so what it registers is available."""
+    import importlib
+    import importlib.util
+
     try:
+        if name.endswith(".py"):
+            path = Path(name).resolve()
+            if not path.is_file():
+                raise SpecError(f"--import {name}: no such file; give an existing .py file or a module name")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module  # so spawned workers can import it by name from its directory
+            if str(path.parent) not in sys.path:
+                sys.path.append(str(path.parent))
+            spec.loader.exec_module(module)
+            remember_import(path.stem, str(path))
+        else:
+            if os.getcwd() not in sys.path:
+                sys.path.append(os.getcwd())  # a module next to where the user runs the command
+            module = importlib.import_module(name)
+            remember_import(name, getattr(module, "__file__", None))
+    except SpecError:
+        raise
+    except Exception as error:
+        text = str(error).strip().splitlines()
+        raise SpecError(f"--import {name}: {type(error).__name__}{': ' + text[0] if text else ''}; check the module name or file") from None
+
+
+def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...] = ()) -> int:
+    """Run a typer app; user errors become one line on stderr and exit code 2. ``--import MODULE`` is read first."""
+    try:
+        argv, modules = take_imports(list(sys.argv[1:] if argv is None else argv))
+        for module in modules:
+            import_user_module(module)
         result = app(args=argv, prog_name=prog, standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code

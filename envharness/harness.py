@@ -104,6 +104,14 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         recorded: dict[str, Any] = {"transforms": [t.to_spec() for t in built]}
         if audit is not None:
             recorded["audit"] = audit
+        reshaping = _reshaping_wrapper(env)
+        if reshaping is not None:
+            name = type(reshaping).__name__
+            raise SpecError(
+                f"wrap: the env is inside {name}, which changes its observations; a harness must sit under it (state "
+                f"transforms re-observe the base env, and a spec cannot record {name}). Wrap the env id and put yours "
+                f"outside: {name}(envharness.wrap(ENV_ID, ...)), or use the catalog's ImageOnly or Flatten transform"
+            )
         gym.utils.RecordConstructorArgs.__init__(self, **recorded)
         gym.Wrapper.__init__(self, env)
         self.transforms: tuple[Transform, ...] = tuple(built)
@@ -464,6 +472,16 @@ def _action_coercer(space: gym.Space) -> Any:
     return None
 
 
+def _reshaping_wrapper(env: gym.Env) -> gym.Wrapper | None:
+    """The outermost wrapper above the base env (or an inner harness) that changes what the agent observes."""
+    while isinstance(env, gym.Wrapper) and not isinstance(env, Harness):
+        inner = env.env
+        if isinstance(env, gym.ObservationWrapper) or env.observation_space != inner.observation_space:
+            return env
+        env = inner
+    return None
+
+
 def _inner_harness(env: gym.Env) -> Harness | None:
     """The harness inside ``env`` (under any wrappers), if there is one."""
     while isinstance(env, gym.Wrapper):
@@ -546,7 +564,7 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
         raise EnvNotFoundError(f"env id {env_id!r} needs a package that is not installed: {str(error).splitlines()[0]}") from None
     except gym.error.Error as error:
         raise EnvNotFoundError(
-            f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, or import the package that registers it"
+            f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, or import the package that registers it (at the CLI: --import MODULE)"
         ) from None
     except TypeError as error:
         raise SpecError(f"env_kwargs: {env_id} rejected them ({error}); pass only arguments its constructor takes") from None

@@ -27,7 +27,8 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     rich_markup_mode=None,
-    help="Record agents, diagnose their weaknesses, and reshape environments to target them.",
+    help="Record agents, diagnose their weaknesses, and reshape environments to target them. Every command also takes --import MODULE (repeatable): your module is imported first, so the "
+    "transforms, envs, policies and learners it registers can be named (MODULE: a dotted name or a .py file).",
 )
 console = harness_console
 
@@ -152,6 +153,9 @@ def collect(
         flush_steps=flush_steps,
     )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
+    errors = [e for e in store.episodes_table(["error"]).column("error").to_pylist()]
+    if errors and all(e is not None for e in errors):
+        raise UserError(f"every episode failed with an error (first: {errors[0]}); fix the env or the policy and collect again")
 
 
 @app.command()
@@ -216,6 +220,11 @@ def summarize_run(store: Any, title: str) -> None:
         str(errors),
     )
     console.print(out)
+    messages = Counter(e for e in table["error"] if e is not None)
+    for message, count in messages.most_common(5):  # errors are loud: what went wrong, not only how often
+        print(f"envrigger: {count} episode{'s' * (count > 1)} failed with: {message}", file=sys.stderr)
+    if len(messages) > 5:
+        print(f"envrigger: ... and {len(messages) - 5} other errors (the error column of the run has them all)", file=sys.stderr)
 
 
 @app.command()

@@ -12,6 +12,7 @@ any number of workers (only ``wall_time`` differs).
 from __future__ import annotations
 
 import copy
+import hashlib
 import multiprocessing as mp
 import os
 import signal
@@ -26,6 +27,7 @@ from typing import Any
 import cloudpickle
 
 from envharness.spec import HarnessSpec
+from envharness.transforms.base import import_modules, user_modules
 from envrigger.trajectory import (
     OBS_INLINE_LIMIT,
     EpisodeRecord,
@@ -64,8 +66,14 @@ def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
         return _Random(policy_seed)
     if policy == "reference":
         return _Reference()
-    if Path(str(policy).rpartition(":")[2]).exists():  # a saved learner, maybe as ALGO:model.zip
-        return _Saved(str(policy), policy_seed)
+    text = str(policy)
+    if text.endswith(".py"):
+        raise TrajectoryError(f"policy: {text} is Python code; name the class in it: {text}:ClassName")
+    where = text.rpartition(":")[0]
+    if where and not Path(text.rpartition(":")[2]).exists() and not where.isupper():
+        return _Imported(text)  # module:Class or path/to/file.py:Class
+    if Path(text.rpartition(":")[2]).exists():  # a saved learner, maybe as ALGO:model.zip
+        return _Saved(text, policy_seed)
     raise TrajectoryError(f"policy: {policy!r} is not random, reference, or an existing saved-learner file; pick one of those")
 
 
@@ -101,6 +109,64 @@ class _Reference:
         from envrigger.policies import reference_policy
 
         return reference_policy(env)
+
+
+class _Imported:
+    """A policy class (or ``env -> policy`` function) named as ``module:Class`` or ``path/to/file.py:Class``.
+
+    Named on the command line by the user, so importing it is their explicit choice; it is
+    resolved again in each worker process from the name alone.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.resolve()  # fail now, in the caller, before anything is written
+
+    def resolve(self) -> Any:
+        import importlib
+        import importlib.util
+        import sys
+
+        where, _, name = self.target.rpartition(":")
+        try:
+            if where.endswith(".py"):
+                path = Path(where).resolve()
+                if not path.is_file():
+                    raise TrajectoryError(f"policy: {where} does not exist; give an existing .py file as FILE.py:ClassName")
+                module_name = "envrigger_user_policy_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
+                module = sys.modules.get(module_name)
+                if module is None:
+                    spec = importlib.util.spec_from_file_location(module_name, path)
+                    assert spec is not None and spec.loader is not None
+                    module = importlib.util.module_from_spec(spec)
+                    sys.modules[module_name] = module
+                    spec.loader.exec_module(module)
+            else:
+                module = importlib.import_module(where)
+        except TrajectoryError:
+            raise
+        except Exception as error:
+            raise TrajectoryError(f"policy: cannot import {where} ({_one_line(error)}); check the module name or file") from None
+        made = getattr(module, name, None)
+        if made is None or not callable(made):
+            raise TrajectoryError(f"policy: {where} has no class or function {name!r}; name one it defines")
+        return made
+
+    def __call__(self, env: Any) -> Any:
+        import inspect
+
+        made = self.resolve()
+        try:
+            takes_env = any(
+                p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                for p in inspect.signature(made).parameters.values()
+            )
+        except (TypeError, ValueError):
+            takes_env = True
+        policy = made(env) if takes_env else made()
+        if not hasattr(policy, "act"):
+            raise TrajectoryError(f"policy: {self.target} made a {type(policy).__name__}, which has no act(obs, info); return a policy")
+        return policy
 
 
 class _Saved:
@@ -232,6 +298,27 @@ class _WallTimeout(BaseException):
     """Raised into a serial episode by SIGALRM (a BaseException, so run_episode does not record it as the env's error)."""
 
 
+def _check_policy(policy: Any, env: Any) -> None:
+    """Refuse, before any output, a policy that declares spaces other than the env's (an SB3 model trained elsewhere)."""
+    declared = getattr(getattr(policy, "model", policy), "observation_space", None)
+    if declared is None or not hasattr(declared, "shape"):
+        return
+    actual = env.observation_space
+    if type(declared) is not type(actual) or declared.shape != actual.shape:
+        raise TrajectoryError(
+            f"policy: it observes {_describe(declared)} but this spec's env gives {_describe(actual)}; collect on the spec "
+            "the policy was trained on (for SB3 on MiniGrid, add ImageOnly or Flatten to the spec)"
+        )
+
+
+def _describe(space: Any) -> str:
+    """A space in a few words: ``Box (151,)``, ``Dict(direction, image, mission)``."""
+    if hasattr(space, "spaces") and isinstance(space.spaces, dict):
+        return f"Dict({', '.join(space.spaces)})"
+    shape = getattr(space, "shape", None)
+    return f"{type(space).__name__} {shape}" if shape else type(space).__name__
+
+
 def _serial_episode(
     env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, timeout: float | None
 ) -> tuple[EpisodeRecord, list[StepRecord]]:
@@ -271,10 +358,13 @@ def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json
 
 
 # -- process backend ---------------------------------------------------------------------
-def _worker_main(conn: Any, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
+def _worker_main(
+    conn: Any, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = (), modules: tuple[Any, ...] = ()
+) -> None:
     """Worker loop: build the env and policy once, then run episodes on request."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it commits what finished, then ends us
     try:
+        import_modules(list(modules))  # the parent's user modules: their transforms and policies
         spec = HarnessSpec.from_json(spec_json)
         env = spec.build(allow_imports=allow_imports)
         policy = cloudpickle.loads(factory_bytes)(env)
@@ -297,7 +387,7 @@ class _Pool:
 
     def __init__(self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
         self.ctx = mp.get_context("spawn")
-        self.args = (spec_json, factory_bytes, allow_imports)
+        self.args = (spec_json, factory_bytes, allow_imports, tuple(user_modules()))
         self.workers: list[dict[str, Any]] = []
         for _ in range(workers):
             self._start()
@@ -428,9 +518,11 @@ def _ray_backend(
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
     factory_bytes = cloudpickle.dumps(factory)
+    modules = user_modules()
 
     @ray.remote(max_retries=1, num_cpus=1)
     def episode(task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
+        import_modules(modules)
         local = HarnessSpec.from_json(spec_json)
         env = local.build(allow_imports=allow_imports)
         try:
@@ -542,6 +634,7 @@ def rollout(
     probe = spec.build(allow_imports=allowed)
     try:
         instance = factory(probe)
+        _check_policy(instance, probe)
         path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
         store = TrajectoryStore.create(
             path,

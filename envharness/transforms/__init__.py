@@ -29,6 +29,8 @@ from envharness.transforms.link import Chain
 from envharness.transforms.observation import (
     DelayObservation,
     DropField,
+    Flatten,
+    ImageOnly,
     MaskObservation,
     ObservationNoise,
     PartialView,
@@ -76,6 +78,8 @@ __all__ = [
     "Chain",
     "DelayObservation",
     "DropField",
+    "Flatten",
+    "ImageOnly",
     "FrozenLakeMap",
     "InitialStateNoise",
     "LinkTransform",

@@ -288,13 +288,70 @@ def register_transform(cls: type[Transform]) -> type[Transform]:
     return cls
 
 
+# Modules a user imported by hand (``--import`` at the CLI), as (module name, file or None).
+_IMPORTED: list[tuple[str, str | None]] = []
+
+
+def remember_import(name: str, file: str | None = None) -> None:
+    """Note a user module that worker processes must import too (see :func:`user_modules`)."""
+    if (name, file) not in _IMPORTED:
+        _IMPORTED.append((name, file))
+
+
+def user_modules() -> list[tuple[str, str | None]]:
+    """The user modules a worker process needs to import to know this process's transforms and policies.
+
+    Those named with ``--import``, and every module defining a registered transform outside the
+    catalog (its file too, for a module loaded from a path).
+    """
+    import sys
+
+    found = list(_IMPORTED)
+    for cls in TRANSFORMS.values():
+        module = cls.__module__
+        if module.startswith("envharness.") or module in ("__main__", "__mp_main__"):
+            continue
+        file = getattr(sys.modules.get(module), "__file__", None)
+        if (module, file) not in found and (module, None) not in found:
+            found.append((module, file))
+    return found
+
+
+def import_modules(modules: list[tuple[str, str | None]]) -> None:
+    """Import what :func:`user_modules` listed (in a worker process)."""
+    import importlib
+    import importlib.util
+    import sys
+
+    for name, file in modules:
+        if name in sys.modules:
+            continue
+        try:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                if file is None:
+                    raise
+                spec = importlib.util.spec_from_file_location(name, file)
+                assert spec is not None and spec.loader is not None
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+        except Exception:  # noqa: BLE001 - a module this worker cannot import: a spec that needs it says so by name
+            sys.modules.pop(name, None)
+
+
 def get_transform(name: str) -> type[Transform]:
     """The transform class registered under ``name``."""
     try:
         return TRANSFORMS[name]
     except KeyError:
         close = [n for n in TRANSFORMS if n.lower() == name.lower()]
-        hint = f"did you mean {close[0]!r}?" if close else "run `envharness transforms` for the catalog"
+        hint = (
+            f"did you mean {close[0]!r}?"
+            if close
+            else "run `envharness transforms` for the catalog, or import the module that registers it (at the CLI: --import MODULE)"
+        )
         raise UnknownTransformError(f"transform name {name!r} is not registered; {hint}") from None
 
 

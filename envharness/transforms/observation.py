@@ -1,7 +1,8 @@
 """Observation transforms: reshape what the agent sees, and declare the space it sees.
 
 Contains :class:`ObservationNoise`, :class:`MaskObservation`, :class:`PartialView`,
-:class:`TextHint`, :class:`DelayObservation` and :class:`DropField`. Each checks the
+:class:`TextHint`, :class:`DelayObservation`, :class:`DropField`, :class:`TruncateText`,
+:class:`ImageOnly` and :class:`Flatten`. Each checks the
 incoming observation space at wrap time and returns the space it emits.
 """
 
@@ -256,3 +257,74 @@ class TruncateText(ObservationTransform):
         if isinstance(obs, dict):
             return {**obs, self.field: obs[self.field][: self.max_chars]}
         return obs[: self.max_chars]
+
+
+@register_transform
+class ImageOnly(ObservationTransform):
+    """Show only one Box field of a Dict observation, as the observation itself (MiniGrid's ``image``).
+
+    What Stable-Baselines3's ``CnnPolicy``/``MlpPolicy`` need from MiniGrid, inside the spec,
+    so ``envrigger collect --policy PPO:model.zip`` rebuilds the same observations.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-5x5-v0", ImageOnly())
+        >>> env.observation_space.shape, env.reset(seed=0)[0].shape
+        ((7, 7, 3), (7, 7, 3))
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ()
+
+    field: str = Field("image", min_length=1, max_length=100, description="the Dict field to keep")
+
+    def observation_space(self, space: Any) -> Any:
+        _dict_with("ImageOnly", space, self.field)
+        if not isinstance(space.spaces[self.field], spaces.Box):
+            raise IncompatibleTransformError(f"ImageOnly.field: {self.field!r} is {space.spaces[self.field]}, not a Box; name a Box field")
+        return space.spaces[self.field]
+
+    def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
+        return obs[self.field]
+
+
+@register_transform
+class Flatten(ObservationTransform):
+    """Flatten a Box, Discrete, MultiDiscrete, MultiBinary or Dict/Tuple of them into one float32 vector.
+
+    Discrete parts become one-hot, as ``gymnasium.spaces.flatten`` does; what ``MlpPolicy`` takes.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-5x5-v0", DropField(field="mission"), Flatten())
+        >>> env.observation_space.shape, env.reset(seed=0)[0].shape
+        ((151,), (151,))
+    """
+
+    targets: ClassVar[tuple[str, ...]] = ()
+
+    def bind(self, memo: dict, space: Any) -> None:
+        memo["space"] = space
+
+    def observation_space(self, space: Any) -> Any:
+        unsupported = _unflattenable(space)
+        if unsupported is not None:
+            raise IncompatibleTransformError(
+                f"Flatten: cannot flatten {unsupported}; drop that field first (DropField) or keep only the image (ImageOnly)"
+            )
+        flat: Any = spaces.flatten_space(space)  # a Box, for every space _unflattenable lets through
+        return spaces.Box(flat.low.astype(np.float32), flat.high.astype(np.float32), dtype=np.float32)
+
+    def observe(self, obs: Any, memo: dict, rng: np.random.Generator) -> Any:
+        return np.asarray(spaces.flatten(memo["space"], obs), dtype=np.float32)
+
+
+def _unflattenable(space: Any, where: str = "the observation") -> str | None:
+    """Which part of ``space`` has no fixed-length numeric form (Text, Graph, Sequence...), or None."""
+    if isinstance(space, spaces.Dict):
+        parts = [(_unflattenable(part, f"the {key!r} field")) for key, part in space.spaces.items()]
+        return next((found for found in parts if found is not None), None)
+    if isinstance(space, spaces.Tuple):
+        return next((found for i, part in enumerate(space.spaces) if (found := _unflattenable(part, f"item {i}")) is not None), None)
+    if isinstance(space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)):
+        return None
+    return f"{where} (a {type(space).__name__})"
