@@ -559,16 +559,21 @@ def export_command(
     path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it)."),
     to: Path = typer.Option(..., "--to", help="Output directory."),
     package: str = typer.Option("envrigger_envs", "--package", help="Python package name of the generated package."),
+    wheel: bool = typer.Option(True, "--wheel/--no-wheel", help="Also build the envharness wheel into DIR/wheels (from its source)."),
 ) -> None:
     """Write a JSON registry of admitted specs and a pip-installable package registering them as Gymnasium ids.
 
-    Example: envrigger export runs/demo --to dist --package lake_envs && pip install dist/lake_envs
+    The package requires this exact envharness version, whose wheel is written to DIR/wheels,
+    so it installs where the project's source is not: pip install --find-links DIR/wheels DIR/PACKAGE
+
+    Example: envrigger export runs/demo --to dist --package lake_envs && pip install --find-links dist/wheels dist/lake_envs
     """
     from envrigger.export import export_library
     from envrigger.library import Library
 
-    written = export_library(Library(path / "library.db" if path.is_dir() else path, create=False), to, package)
-    console.print(f"wrote {written['registry']} and package {written['package']} (pip install {written['package']})")
+    written = export_library(Library(path / "library.db" if path.is_dir() else path, create=False), to, package, wheel=wheel)
+    links = f"--find-links {written['wheel'].parent} " if "wheel" in written else ""
+    console.print(f"wrote {written['registry']} and package {written['package']} (pip install {links}{written['package']})")
 
 
 @app.command()

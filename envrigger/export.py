@@ -32,7 +32,7 @@ name = "{{ name }}"
 version = "{{ version }}"
 description = "Reshaped Gymnasium environments exported by envrigger (library version {{ library_version }})"
 requires-python = ">=3.11"
-dependencies = ["envharness", "gymnasium>=1.0"]
+dependencies = ["{{ envharness }}", "gymnasium>=1.0"]
 
 [tool.setuptools]
 packages = ["{{ name }}"]
@@ -86,8 +86,38 @@ def env_ids(package: str, components: list[Component]) -> dict[int, str]:
     return out
 
 
-def export_library(library: Library, to: str | Path, package: str = "envrigger_envs") -> dict[str, Path]:
-    """Write ``to/registry.json`` and the package ``to/<package>/``; returns both paths."""
+def envharness_wheel(to: Path) -> Path | None:
+    """Build this envharness as a wheel into ``to`` (from its source tree); None when installed without one.
+
+    So an export installs on a machine without the project's source:
+    ``pip install --find-links DIR/wheels DIR/PACKAGE``.
+    """
+    import subprocess
+    import sys
+
+    import envharness
+
+    root = Path(envharness.__file__).resolve().parent.parent
+    if not (root / "pyproject.toml").is_file():
+        return None
+    to.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(to), str(root)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TrajectoryError(f"export: building the envharness wheel failed ({tail}); pass --no-wheel to skip it")
+    return next(iter(sorted(to.glob("envharness-*.whl"))), None)
+
+
+def export_library(library: Library, to: str | Path, package: str = "envrigger_envs", wheel: bool = True) -> dict[str, Path]:
+    """Write ``to/registry.json``, the package ``to/<package>/`` and (``wheel``) ``to/wheels/envharness-*.whl``.
+
+    The package requires this exact envharness version; with the wheel beside it, a colleague
+    installs it with ``pip install --find-links to/wheels to/<package>``, no source needed.
+    """
     if not PACKAGE_NAME.match(package):
         raise TrajectoryError(f"--package: {package!r} is not a valid package name; use lowercase letters, digits and _ (e.g. my_envs)")
     components = library.components()
@@ -119,7 +149,10 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     write_atomically(to / "registry.json", text)
     templates = Environment(keep_trailing_newline=True)
     root = to / package
+    from importlib.metadata import version
+
     context = {
+        "envharness": f"envharness=={version('envharness')}",
         "name": package,
         "version": f"0.{library.version}.0",
         "library_version": library.version,
@@ -128,4 +161,8 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context))
     write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context))
     write_atomically(root / package / "registry.json", text)
-    return {"registry": to / "registry.json", "package": root}
+    written = {"registry": to / "registry.json", "package": root}
+    built = envharness_wheel(to / "wheels") if wheel else None
+    if built is not None:
+        written["wheel"] = built
+    return written

@@ -400,8 +400,10 @@ def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    root = Path(__file__).parents[2]
-    subprocess.run([*pip, str(root), str(written["package"])], check=True, timeout=900)
+    # No project checkout: the exported package and the envharness wheel written beside it (its
+    # dependencies come from the package index), installed from a directory outside the project.
+    assert written["wheel"].parent == tmp_path / "dist" / "wheels" and written["wheel"].name.startswith("envharness-")
+    subprocess.run([*pip, "--find-links", str(written["wheel"].parent), str(written["package"])], check=True, timeout=900, cwd=tmp_path)
     script = (
         "import gymnasium as gym, lake_envs\n"
         f"env = gym.make({env_id!r})\n"
@@ -412,6 +414,9 @@ def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
     out = subprocess.run([str(venv / "bin" / "python"), "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path)
     first, second = out.stdout.split("\n")[:2]
     assert float(first.split()[0]) <= 2 and first.split()[1] == "FrozenLakeEnv" and second == "True"
+    located = subprocess.run([str(venv / "bin" / "python"), "-c", "import envharness; print(envharness.__file__)"], capture_output=True,
+                             text=True, check=True, cwd=tmp_path)  # fmt: skip
+    assert str(venv) in located.stdout  # the installed wheel, not the checkout
 
 
 def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
