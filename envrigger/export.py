@@ -101,11 +101,10 @@ def envharness_wheel(to: Path) -> Path | None:
     if not (root / "pyproject.toml").is_file():
         return None
     to.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(to), str(root)],
-        capture_output=True,
-        text=True,
-    )
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(to), str(root)]
+    done = subprocess.run([*command, "--no-build-isolation"], capture_output=True, text=True)  # fast, with this env's setuptools
+    if done.returncode != 0:  # e.g. a setuptools too old to build wheels alone: let pip fetch the build backend
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise TrajectoryError(f"export: building the envharness wheel failed ({tail}); pass --no-wheel to skip it")
