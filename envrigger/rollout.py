@@ -15,6 +15,7 @@ import copy
 import hashlib
 import multiprocessing as mp
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -636,6 +637,7 @@ def rollout(
         instance = factory(probe)
         _check_policy(instance, probe)
         path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
+        fresh = not (path / "run.json").exists()  # made by this call: removed again if it fails before storing anything
         store = TrajectoryStore.create(
             path,
             meta={
@@ -658,7 +660,7 @@ def rollout(
     tasks = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
     writer = _OrderedWriter(store, first, flush_steps, on_episode)
-    interrupted = False
+    interrupted, failed = False, True
     try:
         if backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
@@ -668,6 +670,7 @@ def rollout(
             _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
         else:
             _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
+        failed = False
     except KeyboardInterrupt:
         interrupted = True
         raise
@@ -679,6 +682,8 @@ def rollout(
             writer.flush(everything=interrupted)
         finally:
             lock.__exit__(None, None, None)
+            if fresh and failed and not interrupted and len(store) == 0:
+                shutil.rmtree(path, ignore_errors=True)  # a first collect that failed leaves no empty run behind
     return store
 
 

@@ -126,3 +126,27 @@ def test_a_collect_where_every_episode_fails_is_loud(user_module, tmp_path, caps
     err = capsys.readouterr().err
     assert "3 episodes failed with: ValueError: this policy is broken" in err
     assert "every episode failed with an error" in err.strip().splitlines()[-1]
+
+
+def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_path):
+    import os
+
+    from envrigger.policies import RandomPolicy
+    from envrigger.rollout import rollout
+    from envrigger.trajectory import TrajectoryError
+
+    parent = os.getpid()
+
+    def only_here(env):  # builds in this process, fails in every worker
+        if os.getpid() != parent:
+            raise RuntimeError("no GPU in the worker")
+        return RandomPolicy(env.action_space, seed=0)
+
+    run = tmp_path / "run"
+    with pytest.raises(TrajectoryError, match="workers could not build the env or policy"):
+        rollout("CartPole-v1", only_here, episodes=2, backend="process", workers=2, out=run)
+    assert not run.exists()
+    rollout("CartPole-v1", "random", episodes=2, out=run)  # an existing run is never removed by a failed append
+    with pytest.raises(TrajectoryError):
+        rollout("CartPole-v1", only_here, episodes=2, backend="process", workers=2, out=run)
+    assert len(TrajectoryStore(run)) == 2
