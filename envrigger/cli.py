@@ -475,6 +475,8 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
     console.print(
         f"one run of one master seed: for a claim, use --seeds 5 (intervals across training seeds); library: {target / 'library.db'}"
     )
+    for warning in final.get("warnings", []):
+        print(f"envrigger: warning: {warning}", file=sys.stderr)
 
 
 def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
@@ -560,6 +562,7 @@ def export_command(
     to: Path = typer.Option(..., "--to", help="Output directory."),
     package: str = typer.Option("envrigger_envs", "--package", help="Python package name of the generated package."),
     wheel: bool = typer.Option(True, "--wheel/--no-wheel", help="Also build the envharness wheel into DIR/wheels (from its source)."),
+    force: bool = typer.Option(False, "--force", help="Export even though the loop's rigger arm ended below its baseline."),
 ) -> None:
     """Write a JSON registry of admitted specs and a pip-installable package registering them as Gymnasium ids.
 
@@ -571,7 +574,12 @@ def export_command(
     from envrigger.export import export_library
     from envrigger.library import Library
 
-    written = export_library(Library(path / "library.db" if path.is_dir() else path, create=False), to, package, wheel=wheel)
+    library_path = path / "library.db" if path.is_dir() else path
+    final = library_path.parent / "final.json"
+    warnings = json.loads(final.read_text()).get("warnings", []) if final.is_file() else []
+    if warnings and not force:
+        raise UserError(f"{warnings[0].split(':')[0]}; export anyway with --force")
+    written = export_library(Library(library_path, create=False), to, package, wheel=wheel)
     links = f"--find-links {written['wheel'].parent} " if "wheel" in written else ""
     console.print(f"wrote {written['registry']} and package {written['package']} (pip install {links}{written['package']})")
 

@@ -557,8 +557,17 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
             "interaction": spent,
         }
     probe.close()
+    warnings = []
+    if "rigger" in arms and "original" in arms and arms["rigger"]["heldout"]["success"] < arms["original"]["heldout"]["success"]:
+        warnings.append(
+            f"the rigger arm ended below the original-env baseline on held-out levels "
+            f"({arms['rigger']['heldout']['success']:.3f} < {arms['original']['heldout']['success']:.3f}): its curriculum "
+            "did not help here; `envrigger export` asks for --force"
+        )
+        log("warning: " + warnings[-1])
     return {
         "arms": arms,
+        "warnings": warnings,
         "levels": {
             "disjoint": split.disjoint,
             "heldout": len(split.heldout_levels),

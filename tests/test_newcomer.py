@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import gymnasium as gym
@@ -150,3 +151,19 @@ def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_p
     with pytest.raises(TrajectoryError):
         rollout("CartPole-v1", only_here, episodes=2, backend="process", workers=2, out=run)
     assert len(TrajectoryStore(run)) == 2
+
+
+def test_export_asks_for_force_when_the_curriculum_ended_below_the_baseline(tmp_path, capsys):
+    from envrigger.library import Library
+
+    loop = tmp_path / "loop"
+    library = Library(loop / "library.db")
+    spec = envharness.HarnessSpec(env_id="FrozenLake-v1", transforms=[{"name": "StepBudget", "params": {"max_steps": 30}}])
+    library.admit(spec, finding="timeout", rationale="r", gates=[], seeds=[1], agent_id="a", round=1)
+    library.close()
+    warning = "the rigger arm ended below the original-env baseline on held-out levels (0.100 < 0.300): its curriculum did not help here"
+    (loop / "final.json").write_text(json.dumps({"arms": {}, "warnings": [warning]}))
+    assert rigger("export", str(loop), "--to", str(tmp_path / "dist"), "--no-wheel") == 2
+    assert "ended below the original-env baseline" in capsys.readouterr().err and not (tmp_path / "dist").exists()
+    assert rigger("export", str(loop), "--to", str(tmp_path / "dist"), "--no-wheel", "--force") == 0
+    assert (tmp_path / "dist" / "registry.json").is_file()
