@@ -18,16 +18,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import sqlite3
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from envharness.spec import HarnessSpec
-from envrigger.trajectory import TrajectoryError
+from envrigger.trajectory import TrajectoryError, write_json_atomically
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -160,16 +158,7 @@ class Library:
             self._record_commit()
 
     def _record_commit(self) -> None:
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self._ledger.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as handle:
-                json.dump(self._counts(), handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self._ledger)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_json_atomically(self._counts(), self._ledger)
 
     def _transaction(self) -> Any:
         db = self.db

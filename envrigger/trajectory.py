@@ -288,7 +288,8 @@ def _fsync_dir(path: Path) -> None:
 MANIFEST = "manifest.json"
 
 
-def _write_json_atomically(value: Any, path: Path) -> None:
+def write_json_atomically(value: Any, path: Path) -> None:
+    """Write ``value`` as JSON so that readers see the old file or the new one, synced to disk."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as handle:
@@ -381,8 +382,8 @@ class TrajectoryStore:
         for sub in ("episodes", "steps"):
             (path / sub).mkdir(parents=True, exist_ok=True)
         record = {"schema_version": SCHEMA_VERSION, "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), **(meta or {})}
-        _write_json_atomically({"parts": []}, path / MANIFEST)
-        _write_json_atomically(record, path / "run.json")
+        write_json_atomically({"parts": []}, path / MANIFEST)
+        write_json_atomically(record, path / "run.json")
         return cls(path)
 
     # -- the manifest --------------------------------------------------------------------
@@ -493,7 +494,7 @@ class TrajectoryStore:
                     file = self.path / kind / name
                     part[f"{kind}_bytes"], part[f"{kind}_sha256"] = file.stat().st_size, _sha256(file)
                 manifest = {"parts": [*self.manifest["parts"], part]}
-                _write_json_atomically(manifest, self.path / MANIFEST)  # the commit point
+                write_json_atomically(manifest, self.path / MANIFEST)  # the commit point
                 self.manifest = manifest
 
     # -- reading -----------------------------------------------------------------------
