@@ -56,10 +56,21 @@ def harness(*args: str) -> int:
 
 @pytest.fixture
 def user_module(tmp_path, monkeypatch):
+    """The user's module on disk; what importing it registers is forgotten afterwards (the catalog stays as shipped)."""
+    import sys
+
+    from envharness.transforms import TRANSFORMS
+    from envharness.transforms import base as transform_base
+
     path = tmp_path / "usercode.py"
     path.write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)
-    return path
+    registered, imported = dict(TRANSFORMS), list(transform_base._IMPORTED)
+    yield path
+    TRANSFORMS.clear()
+    TRANSFORMS.update(registered)
+    transform_base._IMPORTED[:] = imported
+    sys.modules.pop("usercode", None)
 
 
 def test_wrapping_an_env_inside_an_observation_wrapper_is_refused_with_the_fix():
