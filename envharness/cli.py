@@ -24,7 +24,7 @@ from rich.table import Table
 
 from envharness.errors import EnvHarnessError, SpecError
 from envharness.transforms import TRANSFORMS, Transform, get_transform
-from envharness.transforms.base import remember_import
+from envharness.transforms.base import load_file_module, remember_import
 
 app = typer.Typer(
     add_completion=False,
@@ -301,20 +301,15 @@ def take_imports(argv: list[str]) -> tuple[list[str], list[str]]:
 def import_user_module(name: str) -> None:
     """Import a user's module (dotted name or ``.py`` path) so what it registers is available."""
     import importlib
-    import importlib.util
 
     try:
         if name.endswith(".py"):
             path = Path(name).resolve()
             if not path.is_file():
                 raise SpecError(f"--import {name}: no such file; give an existing .py file or a module name")
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module  # so spawned workers can import it by name from its directory
             if str(path.parent) not in sys.path:
-                sys.path.append(str(path.parent))
-            spec.loader.exec_module(module)
+                sys.path.append(str(path.parent))  # so spawned workers can import it by name from its directory
+            load_file_module(path.stem, path)
             remember_import(path.stem, str(path))
         else:
             if os.getcwd() not in sys.path:

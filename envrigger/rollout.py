@@ -28,7 +28,7 @@ from typing import Any
 import cloudpickle
 
 from envharness.spec import HarnessSpec
-from envharness.transforms.base import import_modules, user_modules
+from envharness.transforms.base import import_modules, load_file_module, user_modules
 from envrigger.trajectory import (
     OBS_INLINE_LIMIT,
     EpisodeRecord,
@@ -125,8 +125,6 @@ class _Imported:
 
     def resolve(self) -> Any:
         import importlib
-        import importlib.util
-        import sys
 
         where, _, name = self.target.rpartition(":")
         try:
@@ -134,14 +132,7 @@ class _Imported:
                 path = Path(where).resolve()
                 if not path.is_file():
                     raise TrajectoryError(f"policy: {where} does not exist; give an existing .py file as FILE.py:ClassName")
-                module_name = "envrigger_user_policy_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
-                module = sys.modules.get(module_name)
-                if module is None:
-                    spec = importlib.util.spec_from_file_location(module_name, path)
-                    assert spec is not None and spec.loader is not None
-                    module = importlib.util.module_from_spec(spec)
-                    sys.modules[module_name] = module
-                    spec.loader.exec_module(module)
+                module = load_file_module("envrigger_user_policy_" + hashlib.sha256(str(path).encode()).hexdigest()[:12], path)
             else:
                 module = importlib.import_module(where)
         except TrajectoryError:

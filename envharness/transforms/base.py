@@ -14,6 +14,7 @@ owns, so one transform instance can serve many environments at once.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, ClassVar, Self, cast
 
 import numpy as np
@@ -317,10 +318,28 @@ def user_modules() -> list[tuple[str, str | None]]:
     return found
 
 
+def load_file_module(name: str, file: str | Path) -> Any:
+    """Import the Python file ``file`` as module ``name`` (kept in ``sys.modules``), or return it if already there."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, file)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def import_modules(modules: list[tuple[str, str | None]]) -> None:
     """Import what :func:`user_modules` listed (in a worker process)."""
     import importlib
-    import importlib.util
     import sys
 
     for name, file in modules:
@@ -332,11 +351,7 @@ def import_modules(modules: list[tuple[str, str | None]]) -> None:
             except ImportError:
                 if file is None:
                     raise
-                spec = importlib.util.spec_from_file_location(name, file)
-                assert spec is not None and spec.loader is not None
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[name] = module
-                spec.loader.exec_module(module)
+                load_file_module(name, file)
         except Exception:  # noqa: BLE001 - a module this worker cannot import: a spec that needs it says so by name
             sys.modules.pop(name, None)
 
