@@ -27,11 +27,24 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import envharness
-from envharness.sandbox import Limits, SandboxResult, SubprocessSandbox
+from envharness.sandbox import DockerSandbox, Limits, SandboxResult, SubprocessSandbox
 
 SCRATCH = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None  # outside /tmp, which the jail hides
 PROJECT = os.path.dirname(os.path.abspath(envharness.__file__))
 MiB = 2**20
+
+
+def _docker() -> DockerSandbox:
+    if not DockerSandbox.available():
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide a Docker engine (.ci/run installs docker.io and starts dockerd)")
+        pytest.skip("no Docker engine on this machine (install docker.io and start dockerd)")
+    return DockerSandbox()
+
+
+@pytest.fixture(params=["subprocess", "docker"])
+def sandbox(request):
+    return SubprocessSandbox() if request.param == "subprocess" else _docker()
 
 
 @pytest.fixture
