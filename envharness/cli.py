@@ -37,6 +37,38 @@ app = typer.Typer(
 console = Console(width=None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", 160)))
 
 
+def print_table(table: Table) -> None:
+    """Print ``table``, or, where the terminal is too narrow for it without breaking words, one block per row.
+
+    A row's block is its first cell as a heading, then ``column: value`` lines whose values
+    wrap at word boundaries, so an 80-column terminal shows every word whole.
+    """
+    from rich.text import Text
+
+    def plain(cell: Any) -> str:
+        return cell.plain if isinstance(cell, Text) else Text.from_markup(str(cell)).plain
+
+    # Each column needs its longest word, its padding and a border; rich would fold words beyond that.
+    needed = 1 + sum(3 + max((len(w) for cell in [c.header, *c.cells] for w in plain(cell).split()), default=0) for c in table.columns)
+    if needed <= console.width:
+        console.print(table)
+        return
+    if table.title:
+        console.print(Text(str(table.title), style="bold"))
+    columns = list(table.columns)
+    for r in range(table.row_count):
+        cells = [list(c.cells)[r] for c in columns]
+        console.print(Text(plain(cells[0]), style="bold"))
+        block = Table.grid(padding=(0, 1))
+        block.add_column(style="dim", no_wrap=True)
+        block.add_column(overflow="fold")
+        for column, cell in zip(columns[1:], cells[1:]):
+            value = cell if isinstance(cell, Text) else Text.from_markup(str(cell))
+            if value.plain.strip():
+                block.add_row(f"  {plain(column.header)}:", value)
+        console.print(block)
+
+
 # Typer vendors click in recent releases; find its exception bases without importing it by name.
 ClickException: Any = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
@@ -114,6 +146,23 @@ def _bounds_text(field: Any) -> str:
     return f" in [{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]"
 
 
+def works_on(cls: type[Transform]) -> str:
+    """The envs a transform applies to: the adapters offering its capability, else what it declares.
+
+    Example:
+        >>> from envharness.transforms import AddLava, MoveAgent, StepBudget
+        >>> works_on(AddLava), works_on(MoveAgent), works_on(StepBudget)
+        ('MiniGrid', 'MiniGrid, FrozenLake, Taxi, CliffWalking', 'any env')
+    """
+    if cls.capability is None:
+        return cls.works_on
+    from envharness.adapters import ADAPTERS
+
+    # A subclass adapter (generated FrozenLake maps, CartPole with physics levels) is named by its parent.
+    offering = [a for a in ADAPTERS if cls.capability in a.capabilities]
+    return ", ".join(a.__name__.removesuffix("Adapter") for a in offering if not any(p in offering for p in a.__mro__[1:]))
+
+
 def catalog() -> list[dict[str, Any]]:
     """The registered transforms as plain data: name, kind, summary, parameters, targets."""
     rows = []
@@ -129,6 +178,7 @@ def catalog() -> list[dict[str, Any]]:
                 "summary": (cls.__doc__ or "").strip().splitlines()[0].replace("``", ""),
                 "parameters": params,
                 "targets": list(cls.targets),
+                "works_on": works_on(cls),
                 "requires_state_access": cls.requires_state_access,
             }
         )
@@ -154,12 +204,12 @@ def transforms(
         print(json.dumps(rows, indent=2))
         return
     table = Table(title=f"envharness transforms ({len(rows)})")
-    for column in ("name", "kind", "what it does", "parameters", "targets"):
+    for column in ("name", "kind", "what it does", "parameters", "works on", "targets"):
         table.add_column(column, overflow="fold")
     for r in rows:
-        cells = (r["name"], r["kind"], r["summary"], "\n".join(r["parameters"]), ", ".join(r["targets"]))
+        cells = (r["name"], r["kind"], r["summary"], "\n".join(r["parameters"]), r["works_on"], ", ".join(r["targets"]))
         table.add_row(*(escape(c) for c in cells))
-    console.print(table)
+    print_table(table)
 
 
 ALLOW_IMPORT_HELP = "Let a module:Env-v0 env id import MODULE (a spec is data: no module is imported without this); repeatable."
@@ -224,7 +274,7 @@ def check(
         f"{sum(lengths) / episodes:.1f}",
         ", ".join(f"{r}: {n}" for r, n in reasons.most_common()),
     )
-    console.print(table)
+    print_table(table)
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -18,7 +18,7 @@ import typer
 from rich.table import Table
 
 import envharness
-from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, run_cli, write_atomically
+from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, write_atomically
 from envharness.cli import console as harness_console
 from envrigger.policies import RandomPolicy, reference_policy
 from envrigger.trajectory import TrajectoryStore
@@ -90,7 +90,7 @@ def demo(
         env.close()
     described = [f"{t.name}({', '.join(f'{k}={v!r}' for k, v in t.model_dump(exclude_none=True).items())})" for t in transforms]
     console.print(f"reshaped with: {', '.join(described) or '(nothing)'}")
-    console.print(table)
+    print_table(table)
     from envharness.spec import HarnessSpec
     from envrigger.diagnose import diagnose
     from envrigger.report import findings_table
@@ -99,7 +99,7 @@ def demo(
     spec = HarnessSpec(env_id=env_id, transforms=[t.to_spec() for t in transforms])
     store = rollout(spec, "random", seeds=seeds, policy_seed=seed, backend="serial")
     console.print("What goes wrong for the random policy on the reshaped env (envrigger diagnose):")
-    console.print(findings_table(diagnose(store)))
+    print_table(findings_table(diagnose(store)))
     console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier; run stored in {store.path}")
 
 
@@ -111,7 +111,7 @@ def collect(
     seed: int = typer.Option(0, "--seed", min=0, help="First level seed."),
     policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
-    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Worker processes (default: all cores)."),
+    workers: int = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: all cores)."),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
     episode_timeout: float = typer.Option(
@@ -219,7 +219,7 @@ def summarize_run(store: Any, title: str) -> None:
         ", ".join(f"{r}: {c}" for r, c in reasons.most_common(6)),
         str(errors),
     )
-    console.print(out)
+    print_table(out)
     messages = Counter(e for e in table["error"] if e is not None)
     for message, count in messages.most_common(5):  # errors are loud: what went wrong, not only how often
         print(f"envrigger: {count} episode{'s' * (count > 1)} failed with: {message}", file=sys.stderr)
@@ -279,7 +279,7 @@ def diagnose_command(
     store = TrajectoryStore(run)
     result = diagnose(store)
     if fmt == "table":
-        console.print(findings_table(result))
+        print_table(findings_table(result))
     elif fmt == "json":
         text = result.model_dump_json(indent=2)
         if output is None:
@@ -350,7 +350,7 @@ def run_command(
     seeds: int = typer.Option(
         1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."
     ),
-    workers: int = typer.Option(None, "--workers", "-k", min=1, help="Rollout worker processes (default: all cores)."),
+    workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
 ) -> None:
     """Train every arm; diagnose, propose, validate and admit for the rigger arm; pick each arm's round on validation levels; evaluate held-out.
@@ -457,7 +457,7 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
             f"{spent['train']:,}",
             f"{spent['total']:,}",
         )
-    console.print(table)
+    print_table(table)
     rigger = final["arms"].get("rigger")
     if rigger is not None:
         spent = rigger["interaction"]
@@ -508,7 +508,7 @@ def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
             "",
             "",
         )
-    console.print(table)
+    print_table(table)
     console.print(f"per-seed runs in {target}/seed-*; the numbers above are in {target / 'result.json'}")
 
 
@@ -534,7 +534,7 @@ def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="libra
         table.add_row(
             str(c.id), c.hash, c.finding, added, f"{learn.get('rate', 0):.2f} (n={learn.get('rollouts', 0)})", str(c.round), c.origin
         )
-    console.print(table)
+    print_table(table)
 
 
 @library_app.command("show")
@@ -561,7 +561,11 @@ def export_command(
     path: Path = typer.Argument(..., metavar="LIBRARY", help="library.db (or the run directory holding it)."),
     to: Path = typer.Option(..., "--to", help="Output directory."),
     package: str = typer.Option("envrigger_envs", "--package", help="Python package name of the generated package."),
-    wheel: bool = typer.Option(True, "--wheel/--no-wheel", help="Also build the envharness wheel into DIR/wheels (from its source)."),
+    wheel: bool = typer.Option(
+        True,
+        "--wheel/--no-wheel",
+        help="Also write the envharness wheel into DIR/wheels (built from its source, or repacked from the installed copy).",
+    ),
     force: bool = typer.Option(False, "--force", help="Export even though the loop's rigger arm ended below its baseline."),
 ) -> None:
     """Write a JSON registry of admitted specs and a pip-installable package registering them as Gymnasium ids.

@@ -86,8 +86,8 @@ def env_ids(package: str, components: list[Component]) -> dict[int, str]:
     return out
 
 
-def envharness_wheel(to: Path) -> Path | None:
-    """Build this envharness as a wheel into ``to`` (from its source tree); None when installed without one.
+def envharness_wheel(to: Path) -> Path:
+    """Write this envharness as a wheel into ``to``: built from its source tree, else repacked from the installed copy.
 
     So an export installs on a machine without the project's source:
     ``pip install --find-links DIR/wheels DIR/PACKAGE``.
@@ -98,9 +98,9 @@ def envharness_wheel(to: Path) -> Path | None:
     import envharness
 
     root = Path(envharness.__file__).resolve().parent.parent
-    if not (root / "pyproject.toml").is_file():
-        return None
     to.mkdir(parents=True, exist_ok=True)
+    if not (root / "pyproject.toml").is_file():  # installed from a wheel or an index: no source to build from
+        return _repacked_wheel(to)
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(to), str(root)]
     done = subprocess.run([*command, "--no-build-isolation"], capture_output=True, text=True)  # fast, with this env's setuptools
     if done.returncode != 0:  # e.g. a setuptools too old to build wheels alone: let pip fetch the build backend
@@ -108,7 +108,48 @@ def envharness_wheel(to: Path) -> Path | None:
     if done.returncode != 0:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise TrajectoryError(f"export: building the envharness wheel failed ({tail}); pass --no-wheel to skip it")
-    return next(iter(sorted(to.glob("envharness-*.whl"))), None)
+    return sorted(to.glob("envharness-*.whl"))[-1]
+
+
+# Files pip writes at install time; a wheel carries none of them (RECORD is written anew).
+_INSTALL_ONLY = {"INSTALLER", "RECORD", "REQUESTED", "direct_url.json"}
+
+
+def _repacked_wheel(to: Path) -> Path:
+    """The installed envharness distribution packed back into the wheel it was installed from (its files, a fresh RECORD)."""
+    import base64
+    import hashlib
+    import zipfile
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("envharness")
+    except PackageNotFoundError:
+        raise TrajectoryError(
+            "export: envharness is neither installed nor a source tree, so no wheel can be written; pass --no-wheel"
+        ) from None
+    info = f"envharness-{dist.version}.dist-info"
+    tag = next((line.split(":", 1)[1].strip() for line in (dist.read_text("WHEEL") or "").splitlines() if line.startswith("Tag:")), None)
+    if tag is None:
+        raise TrajectoryError("export: the installed envharness has no WHEEL metadata to repack; install it with pip, or pass --no-wheel")
+    members = []
+    for file in dist.files or []:
+        parts = file.parts
+        if parts[0] == ".." or "__pycache__" in parts or file.suffix == ".pyc":  # scripts are remade from entry_points.txt
+            continue
+        if parts[0] == info and parts[-1] in _INSTALL_ONLY:
+            continue
+        members.append((file.as_posix(), Path(dist.locate_file(file)).read_bytes()))
+    target = to / f"envharness-{dist.version}-{tag}.whl"
+    record = []
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for name, data in sorted(members):
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{name},sha256={digest},{len(data)}")
+            wheel.writestr(name, data)
+        record.append(f"{info}/RECORD,,")
+        wheel.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return target
 
 
 def export_library(library: Library, to: str | Path, package: str = "envrigger_envs", wheel: bool = True) -> dict[str, Path]:
@@ -161,7 +202,6 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context))
     write_atomically(root / package / "registry.json", text)
     written = {"registry": to / "registry.json", "package": root}
-    built = envharness_wheel(to / "wheels") if wheel else None
-    if built is not None:
-        written["wheel"] = built
+    if wheel:
+        written["wheel"] = envharness_wheel(to / "wheels")
     return written

@@ -501,7 +501,11 @@ class TrajectoryStore:
     def _bytes(self, path: Path) -> pa.BufferReader:
         """A committed part file's bytes, checked against the manifest's checksum."""
         try:
-            data = path.read_bytes()
+            # Arrow's own memory, not a Python bytes object: Arrow's worker threads free what
+            # they read from it, and freeing a Python object there needs the GIL, which at
+            # interpreter exit aborts the process ("terminate called without an active exception").
+            with pa.OSFile(str(path)) as file:
+                data = file.read_buffer()
         except OSError as error:
             raise _corrupt(path, error) from None
         part = self._part(path.name)

@@ -32,6 +32,49 @@ def test_transforms_table_filters_by_kind(capsys):
     assert "Chain" in out and "MoveGoal" not in out
 
 
+@pytest.mark.parametrize("width", [80, 200])
+def test_transforms_table_breaks_no_word_at_any_terminal_width(width, monkeypatch, capsys):
+    from envharness.cli import catalog, console
+
+    monkeypatch.setattr(console, "width", width)
+    assert cli("transforms") == 0
+    out = capsys.readouterr().out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= width
+    words = set(out.replace("│", " ").split())
+    for row in catalog():  # every word of every cell appears whole, not folded across lines
+        for text in (row["name"], row["summary"], row["works_on"], *row["parameters"], *row["targets"]):
+            assert set(text.replace(",", " ").split()) <= {w.strip(",") for w in words}, text
+
+
+REPRESENTATIVE_ENVS = {
+    "MiniGrid": ("MiniGrid-DoorKey-5x5-v0", {}),
+    "FrozenLake": ("FrozenLake-v1", {}),
+    "Taxi": ("Taxi-v4", {}),
+    "CliffWalking": ("CliffWalking-v1", {}),
+    "CartPole": ("CartPole-v1", {}),
+    "MountainCar": ("MountainCar-v0", {}),
+    "Acrobot": ("Acrobot-v1", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, cls in TRANSFORMS.items() if cls.capability))
+def test_a_state_transform_works_on_exactly_the_envs_the_catalog_names(name):
+    import gymnasium as gym
+    import minigrid
+
+    from envharness.adapters import adapter_for
+    from envharness.cli import works_on
+
+    minigrid.register_minigrid_envs()
+
+    cls = TRANSFORMS[name]
+    named = set(works_on(cls).split(", "))
+    for family, (env_id, kwargs) in REPRESENTATIVE_ENVS.items():
+        env = gym.make(env_id, **kwargs)
+        assert (cls.capability in adapter_for(env).capabilities) == (family in named), (family, works_on(cls))
+        env.close()
+
+
 def test_wrap_writes_a_spec_that_builds(tmp_path, capsys):
     out = tmp_path / "spec.json"
     code = cli(

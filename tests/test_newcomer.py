@@ -122,7 +122,7 @@ def test_user_code_reaches_every_command_with_import(user_module, tmp_path, caps
     assert harness("wrap", "CartPole-v1", "Halved", "-o", str(spec), "--import", str(user_module)) == 0
     assert harness("--import", "usercode", "check", str(spec)) == 0
     run = tmp_path / "run"
-    code = rigger("collect", str(spec), "--import", "usercode", "--policy", "usercode:AlwaysLeft", "-n", "4", "-k", "2", "-o", str(run))
+    code = rigger("collect", str(spec), "--import", "usercode", "--policy", "usercode:AlwaysLeft", "-n", "4", "-w", "2", "-o", str(run))
     assert code == 0
     assert [e.policy_id for e in TrajectoryStore(run).iter_episodes()] == ["always-left"] * 4
     assert rigger("collect", str(spec), "--import", "usercode.py", "--policy", "usercode.py:AlwaysLeft", "-n", "2", "-o", str(run)) == 0

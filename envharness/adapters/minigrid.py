@@ -48,6 +48,7 @@ class MiniGridAdapter(Adapter):
     """
 
     family = "minigrid"
+    capabilities = frozenset({"agent", "walls", "lava", "goal"})  # the most any level offers; each instance narrows it
     state_attrs = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
     verifier_kwargs = ("max_steps",)
 

@@ -45,7 +45,8 @@ class Transform(BaseModel):
 
     Subclasses declare ``kind`` (one of state, rule, observation, link), the weakness
     names they ``targets`` (read by the proposer), whether they ``requires_state_access``,
-    and the adapter ``capability`` they need. Parameters are pydantic fields with bounds.
+    the adapter ``capability`` they need, and (without one) the envs they apply to,
+    ``works_on``, as ``envharness transforms`` shows it. Parameters are pydantic fields with bounds.
 
     Example:
         >>> from envharness.transforms import StepBudget
@@ -64,6 +65,7 @@ class Transform(BaseModel):
     targets: ClassVar[tuple[str, ...]] = ()
     requires_state_access: ClassVar[bool] = False
     capability: ClassVar[str | None] = None
+    works_on: ClassVar[str] = "any env"
 
     def __init__(self, **params: Any) -> None:
         try:

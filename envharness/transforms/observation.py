@@ -49,6 +49,7 @@ class ObservationNoise(ObservationTransform):
         (dtype('float32'), True)
     """
 
+    works_on: ClassVar[str] = "float Box observations (classic control)"
     targets: ClassVar[tuple[str, ...]] = ("high_variance", "reward_without_success")
 
     std: float = Field(0.05, ge=0.0, le=10.0, description="standard deviation of the noise")
@@ -76,6 +77,7 @@ class MaskObservation(ObservationTransform):
         [0.0, 0.0]
     """
 
+    works_on: ClassVar[str] = "flat Box observations (classic control)"
     targets: ClassVar[tuple[str, ...]] = ("feature_region", "high_variance")
 
     indices: list[int] = Field(min_length=1, max_length=1024, description="flat indices to hide")
@@ -114,6 +116,7 @@ class PartialView(ObservationTransform):
         6
     """
 
+    works_on: ClassVar[str] = "MiniGrid"
     targets: ClassVar[tuple[str, ...]] = ("loop", "feature_region:goal_distance")
 
     radius: int = Field(2, ge=0, le=20, description="Chebyshev radius the agent still sees")
@@ -146,6 +149,7 @@ class TextHint(ObservationTransform):
         'use the key to open the door and then get to the goal Hint: pick up the key first'
     """
 
+    works_on: ClassVar[str] = "text observations (TextWorld, CodeRepair, MiniGrid missions)"
     targets: ClassVar[tuple[str, ...]] = ("loop", "timeout", "tool_error", "invalid_action")
 
     text: str = Field(min_length=1, max_length=1000, description="the hint")
@@ -214,6 +218,7 @@ class DropField(ObservationTransform):
         ['image', 'mission']
     """
 
+    works_on: ClassVar[str] = "Dict observations"
     targets: ClassVar[tuple[str, ...]] = ("feature_region", "loop")
 
     field: str = Field(min_length=1, max_length=100, description="the Dict field to drop")
@@ -239,6 +244,7 @@ class TruncateText(ObservationTransform):
         20
     """
 
+    works_on: ClassVar[str] = "text observations (TextWorld, CodeRepair)"
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "loop", "timeout")
 
     max_chars: int = Field(500, ge=1, le=100_000, description="characters kept")
@@ -273,6 +279,7 @@ class ImageOnly(ObservationTransform):
         ((7, 7, 3), (7, 7, 3))
     """
 
+    works_on: ClassVar[str] = "Dict observations with a Box field (MiniGrid)"
     targets: ClassVar[tuple[str, ...]] = ()
 
     field: str = Field("image", min_length=1, max_length=100, description="the Dict field to keep")
@@ -300,6 +307,7 @@ class Flatten(ObservationTransform):
         ((151,), (151,))
     """
 
+    works_on: ClassVar[str] = "Box, Discrete and Dict observations"
     targets: ClassVar[tuple[str, ...]] = ()
 
     def bind(self, memo: dict, space: Any) -> None:

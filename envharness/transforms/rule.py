@@ -44,6 +44,7 @@ class BlockAction(RuleTransform):
         (0, 'no going left')
     """
 
+    works_on: ClassVar[str] = "Discrete actions"
     targets: ClassVar[tuple[str, ...]] = ("repeated_action", "noop_action", "loop")
 
     actions: list[int] = Field(min_length=1, max_length=64, description="actions to refuse")
@@ -76,6 +77,7 @@ class ActionSlip(RuleTransform):
         [3, 1, 3]
     """
 
+    works_on: ClassVar[str] = "Discrete actions"
     targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure")
 
     p: float = Field(0.1, ge=0.0, le=1.0, description="probability that an action slips")
@@ -223,6 +225,7 @@ class RemapActions(RuleTransform):
         1
     """
 
+    works_on: ClassVar[str] = "Discrete actions"
     targets: ClassVar[tuple[str, ...]] = ("repeated_action", "high_variance")
 
     mapping: dict[int, int] = Field(min_length=1, description="agent action -> action the base env takes")
@@ -273,6 +276,7 @@ class BlockTool(RuleTransform):
         'tool run_tests is not available'
     """
 
+    works_on: ClassVar[str] = "CodeRepair (JSON tool calls)"
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "retry", "repeated_action")
 
     tools: list[str] = Field(min_length=1, max_length=32, description="tool names to refuse")
@@ -302,6 +306,7 @@ class ToolCost(RuleTransform):
         -0.5
     """
 
+    works_on: ClassVar[str] = "CodeRepair (JSON tool calls)"
     targets: ClassVar[tuple[str, ...]] = ("retry", "repeated_action", "timeout")
 
     tool: str = Field(min_length=1, max_length=100, description="the tool that costs")
@@ -332,6 +337,7 @@ class BlockVerb(RuleTransform):
         (Blocked('look is not available'), 0)
     """
 
+    works_on: ClassVar[str] = "TextWorld (commands listed in the observation)"
     targets: ClassVar[tuple[str, ...]] = ("noop_action", "repeated_action", "loop")
 
     verbs: list[str] = Field(

@@ -19,7 +19,7 @@ def cli(*args: str) -> int:
 def test_collect_from_a_spec_file_with_workers(tmp_path, capsys):
     spec = tmp_path / "spec.json"
     spec.write_text(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0", transforms=[{"name": "MoveGoal", "params": {"max_dist": 2}}]).to_json())
-    assert cli("collect", str(spec), "--policy", "reference", "-n", "6", "-k", "2", "-o", str(tmp_path / "run")) == 0
+    assert cli("collect", str(spec), "--policy", "reference", "-n", "6", "-w", "2", "-o", str(tmp_path / "run")) == 0
     store = TrajectoryStore(tmp_path / "run")
     assert len(store) == 6 and all(e.success for e in store.iter_episodes())
     assert "success rate" in capsys.readouterr().out
@@ -67,3 +67,18 @@ def test_collect_refuses_bad_input_in_one_line_and_writes_nothing(case, tmp_path
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("envrigger: error:")
     assert not (tmp_path / "run").exists() and (tmp_path / "afile").read_text() == "x"
+
+
+def test_the_console_scripts_exit_0_every_time_after_reading_parquet(tmp_path):
+    """A run read back through Python bytes made Arrow's threads abort the process at exit (134) most times."""
+    import subprocess
+    import sys
+
+    script = "import sys; from envrigger.cli import main; sys.argv[0] = 'envrigger'; main()"
+    codes = []
+    for i in range(6):
+        run = tmp_path / f"run{i}"
+        for args in (["collect", "CartPole-v1", "-n", "2", "--backend", "serial", "-o", str(run)], ["diagnose", str(run)]):
+            done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
+            codes.append((done.returncode, done.stderr.strip()[-200:]))
+    assert all(code == 0 for code, _ in codes), codes

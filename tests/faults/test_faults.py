@@ -228,7 +228,7 @@ def test_ctrl_c_commits_the_episodes_that_finished_after_a_hung_one(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text(HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [0]}).to_json())
     process = subprocess.Popen(
-        [sys.executable, "-c", code, "collect", str(spec), "-n", "6", "--backend", "process", "-k", "2", "-o", str(out),
+        [sys.executable, "-c", code, "collect", str(spec), "-n", "6", "--backend", "process", "-w", "2", "-o", str(out),
          "--allow-import", "faulty_envs"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
     )  # fmt: skip
