@@ -276,10 +276,20 @@ def diagnose_command(
         raise UserError(f"--format: got {fmt!r}; use one of {', '.join(formats)}")
     if fmt == "table" and output is not None:
         raise UserError("--output: the table goes to the terminal; use --format json or html to write a file")
+    if run.is_file():
+        raise UserError(
+            f"RUN_DIR: {run} is a file; diagnose reads a run directory (envrigger collect -o DIR), "
+            f"or convert a JSONL file first: envrigger convert {run} runs/NAME"
+        )
     store = TrajectoryStore(run)
     result = diagnose(store)
+    for note in result.notes:  # a sample too small to judge is said, not left to a silent "nothing found"
+        print(f"note: {note}", file=sys.stderr)
     if fmt == "table":
         print_table(findings_table(result))
+        if result.style_notes:
+            names = ", ".join(f"{f.name} ({f.rate:.0%})" for f in result.style_notes)
+            console.print(f"[dim]style notes (as common in successes as in failures, so they explain nothing): {names}[/dim]")
     elif fmt == "json":
         text = result.model_dump_json(indent=2)
         if output is None:

@@ -52,8 +52,9 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
     """Up to ``n`` parameter settings of ``cls`` aimed at ``finding``.
 
     Region findings on a distance feature bracket the threshold (``goal_distance > 6`` gives
-    bands around 6); count-like parameters step up from small values; everything else
-    starts from the defaults and mutates within bounds.
+    bands around 6); a failure's state condition (``pole_angle > 0.05``) sets the initial-state
+    noise that starts episodes near it; count-like parameters step up from small values;
+    everything else starts from the defaults and mutates within bounds.
     """
     stats = finding.stats
     out: list[Transform] = []
@@ -72,6 +73,10 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
             out.append(cls(add_holes=0, remove_holes=2))
         elif cls.__name__ == "ActionSlip":
             out.extend(cls(p=p) for p in (0.05, 0.1, 0.2))
+        elif cls.__name__ == "InitialStateNoise" and stats.get("condition"):
+            # Start episodes nearer the states the failures come from: noise as wide as the condition's thresholds.
+            cuts = [abs(c["threshold"]) for c in stats["condition"]["clauses"] if str(c["raw"]).startswith("obs")]
+            out.extend(cls(scale=min(max(k * cut, 0.01), 0.2)) for cut in cuts[:1] for k in (1.0, 0.5, 0.25))
         else:
             base = cls()
             out.append(base)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,8 @@ td, th { border: 1px solid #ccc; padding: .25rem .5rem; text-align: left; vertic
 th { background: #f3f3f3; } .high { color: #b00020; font-weight: bold; } .medium { color: #a36b00; } .low { color: #777; }
 code { font-size: .85rem; } img { max-width: 100%; } section { border-top: 1px solid #ddd; margin-top: 1.5rem; }
 </style></head><body>
-<h1>Diagnosis of <code>{{ d.run }}</code></h1>
+<h1>Diagnosis of <code>{{ d.run }}</code>{% if d.env_id %} ({{ d.env_id }}){% endif %}</h1>
+{% for note in d.notes %}<p class="medium">Note: {{ note }}</p>{% endfor %}
 <p>{{ d.episodes }} episodes, {{ d.steps }} steps; success rate {{ "%.2f"|format(d.success_rate) }}
 (95% CI {{ "%.2f"|format(d.success_ci[0]) }}–{{ "%.2f"|format(d.success_ci[1]) }}), {{ d.failures }} failures.
 Policies: {{ d.policies|join(", ") }}. Specs: {{ d.spec_hashes|join(", ") }}.</p>
@@ -122,15 +124,28 @@ Policies: {{ d.policies|join(", ") }}. Specs: {{ d.spec_hashes|join(", ") }}.</p
 <td>{{ f.episodes }}/{{ f.total }}</td></tr>{% endfor %}
 </table>
 {% else %}<p>No recurring weakness above the thresholds.</p>{% endif %}
+{% if d.style_notes %}<h2>Style notes</h2>
+<p>Behaviours as common in successful episodes as in failed ones: how this agent plays, not why it fails.</p>
+<table><tr><th>behaviour</th><th>what happens</th><th>in failures</th><th>in successes</th></tr>
+{% for f in d.style_notes %}<tr><td><code>{{ f.name }}</code></td><td>{{ f.title }}</td>
+<td>{{ pct(f.stats.contrast.rate_in_failures) }}</td><td>{{ pct(f.stats.contrast.rate_in_successes) }}</td></tr>{% endfor %}
+</table>{% endif %}
 <h2>Plots</h2>
 {% for name, png in figures.items() %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ png }}"></p>{% endfor %}
 {% for f in d.findings %}<section id="{{ f.name }}"><h3><code>{{ f.name }}</code>: {{ f.title }}</h3>
 <p>Severity {{ "%.2f"|format(f.severity) }} (share of all failures), {{ f.failures }} failed of {{ f.episodes }} affected.
-{% if f.stats %}Statistics: <code>{{ f.stats|tojson }}</code>{% endif %}</p>
+{% if f.stats.condition %}<br>Condition: <b>{{ f.stats.condition.rule }}</b> (precision {{ "%.2f"|format(f.stats.condition.precision) }},
+recall {{ "%.2f"|format(f.stats.condition.recall) }}, {{ f.stats.condition.support }} states), from the states acted on before
+each failure against states of successful episodes.{% endif %}
+{% if f.stats.contrast and f.stats.contrast.lift %}<br>In {{ pct(f.stats.contrast.rate_in_failures) }} of failed and
+{{ pct(f.stats.contrast.rate_in_successes) }} of successful episodes (lift {{ "%.1f"|format(f.stats.contrast.lift) }},
+95% CI {{ "%.1f"|format(f.stats.contrast.lift_ci[0]) }}–{{ "%.1f"|format(f.stats.contrast.lift_ci[1]) }}).{% endif %}
+{% if f.stats %}<br>Statistics: <code>{{ f.stats|tojson }}</code>{% endif %}</p>
 {% for e in f.evidence %}<h4>episode {{ e.episode_id }}{% if e.seed is not none %} (seed {{ e.seed }}){% endif %}, steps {{ e.start }}–{{ e.end }}</h4>
 {% if e.excerpt %}<table><tr><th>t</th><th>action</th><th>reward</th><th>blocked</th><th>state</th><th>info</th></tr>
-{% for s in e.excerpt %}<tr><td>{{ s.t }}</td><td><code>{{ s.action|tojson }}</code></td><td>{{ "%.3g"|format(s.reward) }}</td>
-<td>{{ s.blocked or "" }}</td><td><code>{{ s.state|tojson }}</code></td><td><code>{{ s.info|tojson }}</code></td></tr>{% endfor %}
+{% for s in e.excerpt %}{% if not loop.first and s.t > e.excerpt[loop.index0 - 1].t + 1 %}<tr><td colspan="6">… {{ s.t - e.excerpt[loop.index0 - 1].t - 1 }} steps …</td></tr>{% endif %}
+<tr><td>{{ s.t }}</td><td><code>{{ words.action(s.action) }}</code></td><td>{{ "%.3g"|format(s.reward) }}</td>
+<td>{{ s.blocked or "" }}</td><td><code>{{ brief(s.state) }}</code></td><td><code>{{ s.info|tojson }}</code></td></tr>{% endfor %}
 </table>{% endif %}{% endfor %}</section>{% endfor %}
 </body></html>
 """
@@ -140,7 +155,18 @@ def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
     """The whole report as one HTML page (plots inline, everything user-supplied escaped)."""
     env = Environment(autoescape=select_autoescape(default=True, default_for_string=True))
     env.policies["json.dumps_kwargs"] = {"sort_keys": True}
-    return env.from_string(TEMPLATE).render(d=diagnosis, figures=plots(store))
+    from envrigger.diagnose.vocabulary import Vocabulary
+
+    words = Vocabulary(actions=tuple(diagnosis.action_names), env_id=diagnosis.env_id)
+    pct = lambda x: "-" if x is None else f"{x:.0%}"  # noqa: E731
+
+    def rounded(value: Any) -> Any:
+        if isinstance(value, float):
+            return float(f"{value:.4g}")
+        return [rounded(v) for v in value] if isinstance(value, list) else value
+
+    brief = lambda value: json.dumps(rounded(value))  # noqa: E731 - states to 4 significant digits
+    return env.from_string(TEMPLATE).render(d=diagnosis, figures=plots(store), words=words, pct=pct, brief=brief)
 
 
 __all__ = ["findings_table", "plots", "render_html"]

@@ -63,6 +63,10 @@ class Adapter:
 
     family = "generic"
     capabilities: frozenset[str] = frozenset()
+    # Names in the env's own terms, for reports and diagnosed conditions: each action of a
+    # Discrete space, and the stored state features (``obs[i]``, ``position[i]``) that have one.
+    action_names: tuple[str, ...] = ()
+    state_names: dict[str, str] = {}
     physics_names: frozenset[str] = frozenset()
     # Attributes of the unwrapped env that make up its state; empty means no state access.
     state_attrs: tuple[str, ...] = ()

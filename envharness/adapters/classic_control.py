@@ -114,6 +114,9 @@ class CartPoleAdapter(ClassicControlAdapter):
         Verdict(success=True, score=1.0, reason='balanced to the time limit')
     """
 
+    action_names = ("push_left", "push_right")
+    state_names = {"obs[0]": "cart_position", "obs[1]": "cart_velocity", "obs[2]": "pole_angle", "obs[3]": "pole_angular_velocity"}
+
     env_class = "CartPoleEnv"
     physics = MappingProxyType(
         {
@@ -184,6 +187,9 @@ class MountainCarAdapter(ClassicControlAdapter):
         ['force', 'gravity']
     """
 
+    action_names = ("accelerate_left", "no_push", "accelerate_right")
+    state_names = {"obs[0]": "position", "obs[1]": "velocity"}
+
     env_class = "MountainCarEnv"
     physics = MappingProxyType({"gravity": ("gravity",), "force": ("force",)})
     verifier_kwargs = ("goal_velocity",)
@@ -223,6 +229,12 @@ class AcrobotAdapter(ClassicControlAdapter):
         >>> adapter.set_physics({"link_length": 1.5}); adapter.raw.LINK_LENGTH_2
         1.5
     """
+
+    action_names = ("torque_-1", "torque_0", "torque_+1")
+    state_names = {
+        f"obs[{i}]": name
+        for i, name in enumerate(("cos_theta1", "sin_theta1", "cos_theta2", "sin_theta2", "theta1_velocity", "theta2_velocity"))
+    }
 
     env_class = "AcrobotEnv"
     physics = MappingProxyType(

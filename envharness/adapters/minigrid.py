@@ -13,6 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from minigrid.core.actions import Actions
 
 from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
 from envharness.errors import EnvNotFoundError, SpecError, TransformError
@@ -46,6 +47,9 @@ class MiniGridAdapter(Adapter):
         >>> adapter.level_features()["goal_distance"]
         4.0
     """
+
+    action_names = tuple(a.name for a in Actions)
+    state_names = {"position[0]": "agent_x", "position[1]": "agent_y", "position[2]": "agent_dir"}
 
     family = "minigrid"
     capabilities = frozenset({"agent", "walls", "lava", "goal"})  # the most any level offers; each instance narrows it

@@ -21,6 +21,8 @@ _GOAL, _HOLE = ord("G"), ord("H")
 class ToyTextAdapter(Adapter):
     """Shared by the toy-text envs: the whole state is the discrete ``s`` (plus the last action)."""
 
+    state_names = {"obs": "state", "position": "state"}
+
     family = "toy_text"
     state_attrs: tuple[str, ...] = ("s", "lastaction")
 
@@ -50,6 +52,8 @@ class FrozenLakeAdapter(ToyTextAdapter):
         >>> adapter.judge(15, 1.0, True, False, {})
         Verdict(success=False, score=0.0, reason='terminated without success')
     """
+
+    action_names = ("left", "down", "right", "up")
 
     capabilities = frozenset({"goal", "agent", "map"})
     state_attrs = ("s", "lastaction", "desc", "P")
@@ -207,6 +211,8 @@ class TaxiAdapter(ToyTextAdapter):
         ['passenger_distance', 'taxi_distance']
     """
 
+    action_names = ("south", "north", "east", "west", "pickup", "dropoff")
+
     capabilities = frozenset({"goal", "agent"})
     state_attrs = ("s", "lastaction", "taxi_orientation", "fickle_step")
 
@@ -296,6 +302,8 @@ class CliffWalkingAdapter(ToyTextAdapter):
         >>> adapter.level_features()
         {'goal_distance': 13.0, 'start_row': 3.0, 'start_col': 0.0}
     """
+
+    action_names = ("up", "right", "down", "left")
 
     capabilities = frozenset({"agent"})
     # Gymnasium registers CliffWalking without a time limit: a random walk "succeeds" after thousands of

@@ -149,7 +149,7 @@ class ActionCost(RuleTransform):
         0.75
     """
 
-    targets: ClassVar[tuple[str, ...]] = ("repeated_action", "noop_action", "reward_without_success")
+    targets: ClassVar[tuple[str, ...]] = ("repeated_action", "noop_action", "reward_without_success", "costly_event")
 
     cost: float = Field(0.01, ge=0.0, le=100.0, description="reward subtracted per costly action")
     actions: list[int] = Field(default_factory=list, max_length=64, description="costly actions; empty means all")

@@ -258,7 +258,7 @@ class InitialStateNoise(StateTransform):
     """
 
     capability: ClassVar[str] = "initial_state"
-    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure")
+    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure", "terminal_cause:pole_fell")
 
     scale: float = Field(0.05, ge=0.0, le=1.0, description="half-width of the uniform noise")
 

@@ -17,27 +17,70 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envrigger.diagnose.detectors import EPISODE_DETECTORS, DiagnoseConfig, EpisodeFrame, step_candidates, to_finding
+from envrigger.diagnose.conditions import state_condition
+from envrigger.diagnose.detectors import (
+    EPISODE_DETECTORS,
+    DiagnoseConfig,
+    EpisodeFrame,
+    contrast,
+    explains_failure,
+    merge_duplicates,
+    step_candidates,
+    to_finding,
+)
 from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
 from envrigger.diagnose.steps import scan_steps
+from envrigger.diagnose.vocabulary import vocabulary
 from envrigger.trajectory import TrajectoryError, TrajectoryStore
 
 
 def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = None) -> Diagnosis:
-    """Run every detector over ``run``; rank findings by severity, then by how surely their episodes fail."""
+    """Run every detector over ``run``; keep what explains failure or costs return; rank by severity.
+
+    Behaviours as common in successful episodes as in failed ones become style notes;
+    findings that cover the same failed episodes are merged (the clearest is kept); failure
+    modes get the condition under which they happen, where the stored states show one.
+    """
     config = config or DiagnoseConfig()
     store = run if isinstance(run, TrajectoryStore) else TrajectoryStore(run)
     frame = EpisodeFrame.load(store)
     if frame.n == 0:
         raise TrajectoryError(f"{store.path}: the run has no episodes; collect some first")
     episode_level = [c for detector in EPISODE_DETECTORS for c in detector(frame, config)]
-    wanted = {e: r for c in episode_level for e, r in list(c.ranges.items())[: config.evidence]}
-    stats = scan_steps(store, config.step_flags(), wanted, config.evidence, config.batch_size)
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for c in episode_level:
+        for e, r in list(c.ranges.items())[: config.evidence]:
+            wanted.setdefault(e, []).append(r)
+    failed_ids = set(frame.episode_id[~frame.success].tolist())
+    stats = scan_steps(store, config.step_flags(), wanted, config.evidence, config.batch_size, failed=failed_ids)
     candidates = episode_level + step_candidates(frame, stats, config)
-    findings = [f for c in candidates if (f := to_finding(c, frame, stats.excerpts, config)) is not None]
+    for c in candidates:
+        if c.kind in ("behaviour", "cost"):
+            c.stats["contrast"] = contrast(c.mask, frame.success)
+    kept = merge_duplicates([c for c in candidates if explains_failure(c, frame, config)], frame, config)
+    first = store.episodes_table(columns=["spec_json"]).column("spec_json")
+    words = vocabulary(first[0].as_py() if len(first) else None)
+    for c in kept:
+        if c.kind == "ending":
+            condition = state_condition(c, frame, stats.states, words.states)
+            if condition is not None:
+                c.stats["condition"] = condition
+                c.title += f", when {condition['rule']}"
+    findings = [f for c in kept if (f := to_finding(c, frame, stats.excerpts, config)) is not None]
+    notes = [f for c in candidates if not explains_failure(c, frame, config) and (f := to_finding(c, frame, stats.excerpts, config))]
     # Ties in severity go to the finding whose affected episodes fail most surely.
     findings.sort(key=lambda f: (-round(f.severity, 9), -f.failures / max(f.episodes, 1), -f.rate, f.name))
     successes = int(frame.success.sum())
+    limits = []
+    if frame.n < config.min_episodes:
+        limits.append(
+            f"only {frame.n} episode{'s' * (frame.n != 1)}: a finding needs at least {config.min_episodes}; collect more (-n) to diagnose"
+        )
+    elif 0 < successes < config.contrast_min_successes or (successes == 0 and frame.n >= config.min_episodes):
+        limits.append(
+            f"{successes} successful episode{'s' * (successes != 1)}: behaviours are not contrasted with successes "
+            f"(that needs {config.contrast_min_successes}); they are reported as they occur"
+        )
     return Diagnosis(
         run=str(store.path),
         episodes=frame.n,
@@ -48,6 +91,10 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
         spec_hashes=sorted(set(frame.spec_hash.tolist())),
         policies=sorted(set(frame.policy_id.tolist())),
         findings=findings,
+        style_notes=notes,
+        notes=limits,
+        env_id=words.env_id,
+        action_names=list(words.actions),
     )
 
 

@@ -23,7 +23,14 @@ from envrigger.trajectory import TrajectoryStore
 
 @dataclass(frozen=True)
 class DiagnoseConfig:
-    """Thresholds of the detectors. A finding needs ``min_episodes`` and ``min_rate``."""
+    """Thresholds of the detectors. A finding needs ``min_episodes`` and ``min_rate``.
+
+    A behaviour (loops, no-ops, repeats, blocked actions, tool errors) is a finding only if,
+    given at least ``contrast_min_successes`` successes, the lower end of its lift's 95%
+    interval (its rate in failed episodes over its rate in successful ones) exceeds
+    ``contrast_min_lift``; otherwise it is a style note. A level region (or a cost) whose
+    episodes a clearer one flags too, ``duplicate_overlap`` of them, is not a finding of its own.
+    """
 
     min_episodes: int = 3
     min_rate: float = 0.05
@@ -42,6 +49,10 @@ class DiagnoseConfig:
     region_min_lift: float = 1.25
     variance_min_episodes: int = 4
     variance_min: float = 0.09
+    contrast_min_successes: int = 5
+    contrast_min_lift: float = 1.0
+    return_gap_min: float = 0.5
+    duplicate_overlap: float = 0.9
     batch_size: int = 262_144
 
     def step_flags(self) -> dict[str, tuple[str, int, float]]:
@@ -54,6 +65,7 @@ class DiagnoseConfig:
             "blocked_action": ("blocked", self.blocked_min_steps, 0.0),
             "tool_error": ("tool_error", 1, 0.0),
             "retry": ("retry", 1, 0.0),
+            "costly_event": ("costly", 1, 0.0),
         }
 
 
@@ -123,6 +135,8 @@ class Candidate:
     mask: np.ndarray  # over episodes
     stats: dict[str, Any] = field(default_factory=dict)
     ranges: dict[int, tuple[int, int]] = field(default_factory=dict)
+    kind: str = "ending"  # ending, region, level, behaviour (judged by contrast) or cost (in any episode)
+    severity: float | None = None  # a cost's share of return lost; otherwise the share of failures covered
 
 
 def cause_name(reason: str) -> str:
@@ -226,6 +240,7 @@ def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candida
                     "p_value": p_value,
                 },
                 ranges=_whole(frame, mask, config.evidence),
+                kind="region",
             )
         )
     return out
@@ -257,7 +272,7 @@ def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[C
     levels, index, counts = np.unique(keys, return_inverse=True, return_counts=True)
     wins = np.bincount(index, weights=frame.success, minlength=len(levels))
     repeated = counts >= config.variance_min_episodes
-    if not repeated.any():
+    if repeated.sum() < 2:  # one level (CartPole's fixed physics): chance across seeds is the env, not a weakness of levels
         return []
     p = wins / counts
     spread = p * (1 - p)
@@ -274,11 +289,46 @@ def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[C
                 "mean_p_times_1_minus_p": float(spread[repeated].mean()),
             },
             ranges=_whole(frame, mask & ~frame.success, config.evidence),
+            kind="level",
         )
     ]
 
 
-EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds)
+def _robust_margin(values: np.ndarray, floor: float) -> tuple[float, float]:
+    """Median and a margin of at least ``floor``, a tenth of the median's size and 3 robust standard deviations."""
+    median = float(np.median(values))
+    mad = float(np.median(np.abs(values - median)))
+    return median, max(floor, 0.1 * abs(median), 3 * 1.4826 * mad)
+
+
+def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """Successful episodes whose return falls far below a typical success's (a detour, a penalty paid on the way)."""
+    won = frame.success
+    if won.sum() < config.contrast_min_successes:
+        return []
+    median, margin = _robust_margin(frame.ret[won], config.return_gap_min)
+    mask = won & (frame.ret < median - margin)
+    gap = np.where(mask, median - frame.ret, 0.0)
+    return [
+        Candidate(
+            "return_gap",
+            f"succeeds with a far lower return than usual (below {median - margin:g}; a typical success returns {median:g})",
+            mask,
+            stats={"typical_return": median, "bar": median - margin, "mean_gap": float(gap[mask].mean()) if mask.any() else 0.0},
+            ranges=_whole(frame, mask, config.evidence),
+            kind="cost",
+            severity=_share_lost(gap, frame.ret),
+        )
+    ]
+
+
+def _share_lost(lost: np.ndarray, returns: np.ndarray) -> float:
+    """The share of the run's return that losses account for: sum(lost) / sum(|return| + lost)."""
+    total = float(np.abs(returns).sum() + lost.sum())
+    return float(lost.sum()) / total if total > 0 else 0.0
+
+
+EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps)
 
 
 # -- step-level detectors ----------------------------------------------------------------
@@ -290,6 +340,7 @@ STEP_TITLES = {
     "blocked_action": "tries actions a rule blocks",
     "tool_error": "tool calls fail",
     "retry": "retries tool calls",
+    "costly_event": "costly events: steps whose reward falls far below the episode's usual step reward",
 }
 
 
@@ -304,19 +355,76 @@ def step_candidates(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfi
             mask |= frame.tool_errors > 0
         if name == "retry":
             mask |= frame.retries > 0
+        extra: dict[str, Any] = {"mean_count_when_flagged": float(values[mask].mean()) if mask.any() else 0.0}
+        severity, title = None, STEP_TITLES[name]
+        if name == "costly_event":
+            lost = stats.column("lost", frame.episode_id)
+            severity = _share_lost(lost, frame.ret)
+            extra |= {
+                "in_successes": int((mask & frame.success).sum()),
+                "mean_lost_when_flagged": float(lost[mask].mean()) if mask.any() else 0.0,
+                "share_of_return_lost": severity,
+            }
+            won = int((mask & frame.success).sum())
+            title += f" ({extra['mean_lost_when_flagged']:.3g} reward lost per affected episode; {won} of them still succeed)"
         out.append(
             Candidate(
                 name,
-                STEP_TITLES[name],
+                title,
                 mask,
-                stats={"mean_count_when_flagged": float(values[mask].mean()) if mask.any() else 0.0},
+                stats=extra,
                 ranges=dict(stats.ranges.get(name, {})),
+                kind="cost" if name == "costly_event" else "behaviour",
+                severity=severity,
             )
         )
     return out
 
 
-def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, list[dict]], config: DiagnoseConfig) -> Finding | None:
+def contrast(mask: np.ndarray, success: np.ndarray) -> dict[str, Any]:
+    """How much more often ``mask`` holds in failed episodes than in successful ones: the lift and its 95% interval.
+
+    The lift is the ratio of the two rates, each with half an episode added (so it stays
+    finite); the interval is Katz's, on the log scale.
+
+    Example:
+        >>> failed = np.array([True] * 10 + [False] * 10)
+        >>> c = contrast(failed.copy(), ~failed)
+        >>> round(c["lift"], 1), c["lift_ci"][0] > 1
+        (21.0, True)
+    """
+    failed = ~success
+    a, n1 = float((mask & failed).sum()), float(failed.sum())
+    c, n2 = float((mask & success).sum()), float(success.sum())
+    if n1 == 0 or n2 == 0:
+        return {"rate_in_failures": a / n1 if n1 else None, "rate_in_successes": c / n2 if n2 else None, "lift": None, "lift_ci": None}
+    p1, p2 = (a + 0.5) / (n1 + 0.5), (c + 0.5) / (n2 + 0.5)
+    lift = p1 / p2
+    se = math.sqrt(max((1 - p1) / (a + 0.5) + (1 - p2) / (c + 0.5), 0.0))
+    return {
+        "rate_in_failures": a / n1,
+        "rate_in_successes": c / n2,
+        "lift": lift,
+        "lift_ci": (lift * math.exp(-1.96 * se), lift * math.exp(1.96 * se)),
+    }
+
+
+def explains_failure(candidate: Candidate, frame: EpisodeFrame, config: DiagnoseConfig) -> bool:
+    """Whether a behaviour is a finding rather than a style note (see :class:`DiagnoseConfig`); other kinds always are."""
+    if candidate.kind != "behaviour":
+        return True
+    failed = ~frame.success
+    if not (candidate.mask & failed).any():
+        return False  # it never comes with a failure
+    if frame.success.sum() < config.contrast_min_successes:
+        return True  # too few successes to contrast with: reported as it is, its stats say so
+    ci = candidate.stats["contrast"]["lift_ci"]
+    return ci is not None and ci[0] > config.contrast_min_lift
+
+
+def to_finding(
+    candidate: Candidate, frame: EpisodeFrame, excerpts: dict[tuple[int, int, int], list[dict]], config: DiagnoseConfig
+) -> Finding | None:
     """Apply the support thresholds; attach rate, interval, severity and evidence."""
     mask = candidate.mask
     hits, total = int(mask.sum()), frame.n
@@ -325,6 +433,7 @@ def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, li
     failed = ~frame.success
     total_failures = int(failed.sum())
     failures = int((mask & failed).sum())
+    severity = candidate.severity if candidate.severity is not None else failures / total_failures if total_failures else 0.0
     seeds = dict(zip(frame.episode_id.tolist(), frame.seed.tolist()))
     evidence = [
         Evidence(
@@ -333,7 +442,7 @@ def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, li
             start=lo,
             end=hi,
             note=f"steps {lo}-{hi}",
-            excerpt=excerpts.get(e, []),
+            excerpt=excerpts.get((e, lo, hi), []),
         )
         for e, (lo, hi) in list(candidate.ranges.items())[: config.evidence]
     ]
@@ -345,7 +454,45 @@ def to_finding(candidate: Candidate, frame: EpisodeFrame, excerpts: dict[int, li
         rate=hits / total,
         rate_ci=wilson(hits, total),
         failures=failures,
-        severity=failures / total_failures if total_failures else 0.0,
+        severity=severity,
         stats=candidate.stats,
         evidence=evidence,
     )
+
+
+def merge_duplicates(candidates: list[Candidate], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """One finding per set of episodes: level regions (confounded features) and costs that flag the same episodes.
+
+    Within each kind (regions; costs), candidates are taken clearest first (a region by its
+    z statistic, a cost's step events before its return gap); one whose episodes a kept one
+    flags too, ``duplicate_overlap`` of them at least, is dropped and named in the kept one's
+    ``also_explained_by``: a confounded feature explains no failure the clearer one does not.
+    Endings, levels and behaviours are different views of the same episodes and all stay.
+    """
+    out: list[Candidate] = []
+    groups: dict[str, list[Candidate]] = {}
+    for c in candidates:
+        if c.kind in ("region", "cost"):
+            groups.setdefault(c.kind, []).append(c)
+        else:
+            out.append(c)
+    for kind, group in groups.items():
+        # A cost's step events say more than the return gap they cause: costly_event first.
+        clearest = sorted(
+            group, key=lambda c: -c.stats.get("z", 0.0) if kind == "region" else (c.name != "costly_event", -(c.severity or 0))
+        )
+        kept: list[Candidate] = []
+        for c in clearest:
+            twin = next((k for k in kept if _covered(c.mask, k.mask) >= config.duplicate_overlap), None)
+            if twin is None:
+                kept.append(c)
+            else:
+                twin.stats.setdefault("also_explained_by", []).append(c.title if kind == "region" else c.name)
+        out.extend(kept)
+    return out
+
+
+def _covered(a: np.ndarray, by: np.ndarray) -> float:
+    """The share of ``a``'s episodes that ``by`` flags too."""
+    size = int(a.sum())
+    return int((a & by).sum()) / size if size else 1.0

@@ -79,6 +79,13 @@ class Diagnosis(BaseModel):
     spec_hashes: list[str]
     policies: list[str]
     findings: list[Finding]
+    style_notes: list[Finding] = Field(
+        default_factory=list,
+        description="behaviours as common in successes as in failures: how the agent plays, not why it fails",
+    )
+    notes: list[str] = Field(default_factory=list, description="what limits this diagnosis, e.g. a sample below the minimum")
+    env_id: str | None = Field(None, description="the base env of the run's first episode")
+    action_names: list[str] = Field(default_factory=list, description="the env's names of its Discrete actions, by index")
 
     def finding(self, name: str) -> Finding | None:
         """The finding called ``name``, if any."""
