@@ -1,7 +1,7 @@
 """Reports of a diagnosis: a rich table for the terminal and a self-contained HTML page.
 
-Contains :func:`findings_table`, :func:`plots` (matplotlib figures as PNG data) and
-:func:`render_html` (jinja2, autoescaped; plots embedded, so the file stands alone).
+Contains :func:`findings_table`, :func:`plots` and :func:`finding_plots` (matplotlib
+figures as PNG data; frame strips come from :mod:`envrigger.frames`) and :func:`render_html` (jinja2, autoescaped; plots embedded, so the file stands alone).
 """
 
 from __future__ import annotations
@@ -101,6 +101,41 @@ def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
     return out
 
 
+def finding_plots(diagnosis: Diagnosis) -> dict[str, str]:
+    """Base64 PNGs per finding: its rate by the level feature that explains it, and its condition's feature, failing vs successful states."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out: dict[str, str] = {}
+    for f in diagnosis.findings:
+        by, condition = f.stats.get("by_feature"), f.stats.get("condition")
+        panels = [p for p in (by, condition and condition.get("histogram")) if p]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 2.6), squeeze=False)
+        for ax, panel in zip(axes[0], panels):
+            if panel is by:
+                ax.bar(range(len(by["values"])), by["rate"], color="#c8553d")
+                ax.set_xticks(range(len(by["values"])), [f"{v:g}" for v in by["values"]], rotation=45, fontsize=7)
+                ax.set_ylim(0, 1)
+                ax.set_title(f"rate by {by['feature']}", fontsize=9)
+                ax.set_ylabel("episodes with it", fontsize=8)
+            else:
+                edges = np.asarray(panel["edges"])
+                if len(edges) < 2:
+                    continue
+                ax.stairs(panel["success"], edges, label="successful episodes", color="#3c9a5f")
+                ax.stairs(panel["failing"], edges, label="before the failures", color="#c8553d")
+                for clause in condition["clauses"][:1]:
+                    ax.axvline(clause["threshold"], color="#222", linestyle="--", linewidth=1)
+                ax.set_title(f"{panel['feature']} of the states acted on", fontsize=9)
+                ax.legend(fontsize=6)
+        out[f.name] = _png(fig)
+    return out
+
+
 TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>envrigger diagnosis: {{ d.run }}</title>
 <style>
@@ -109,6 +144,8 @@ table { border-collapse: collapse; margin: .5rem 0 1rem; font-size: .9rem; }
 td, th { border: 1px solid #ccc; padding: .25rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } .high { color: #b00020; font-weight: bold; } .medium { color: #a36b00; } .low { color: #777; }
 code { font-size: .85rem; } img { max-width: 100%; } section { border-top: 1px solid #ddd; margin-top: 1.5rem; }
+.strip figure { display: inline-block; margin: 0 .4rem .4rem 0; text-align: center; font-size: .8rem; }
+.strip img { border: 1px solid #ccc; image-rendering: pixelated; }
 </style></head><body>
 <h1>Diagnosis of <code>{{ d.run }}</code>{% if d.env_id %} ({{ d.env_id }}){% endif %}</h1>
 {% for note in d.notes %}<p class="medium">Note: {{ note }}</p>{% endfor %}
@@ -141,6 +178,10 @@ each failure against states of successful episodes.{% endif %}
 {{ pct(f.stats.contrast.rate_in_successes) }} of successful episodes (lift {{ "%.1f"|format(f.stats.contrast.lift) }},
 95% CI {{ "%.1f"|format(f.stats.contrast.lift_ci[0]) }}–{{ "%.1f"|format(f.stats.contrast.lift_ci[1]) }}).{% endif %}
 {% if f.stats %}<br>Statistics: <code>{{ f.stats|tojson }}</code>{% endif %}</p>
+{% if f.name in finding_figures %}<p><img alt="{{ f.name }} by the feature that explains it" src="data:image/png;base64,{{ finding_figures[f.name] }}"></p>{% endif %}
+{% for strip in strips.get(f.name, []) %}<div class="strip"><p>Episode {{ strip.episode_id }}, steps {{ strip.start }}–{{ strip.end }}, replayed from its spec, seed and actions:</p>
+{% for t, png in strip.frames %}<figure><img alt="episode {{ strip.episode_id }} after step {{ t }}" src="data:image/png;base64,{{ png }}">
+<figcaption>{% if t < 0 %}start{% else %}after step {{ t }}{% endif %}</figcaption></figure>{% endfor %}</div>{% endfor %}
 {% for e in f.evidence %}<h4>episode {{ e.episode_id }}{% if e.seed is not none %} (seed {{ e.seed }}){% endif %}, steps {{ e.start }}–{{ e.end }}</h4>
 {% if e.excerpt %}<table><tr><th>t</th><th>action</th><th>reward</th><th>blocked</th><th>state</th><th>info</th></tr>
 {% for s in e.excerpt %}{% if not loop.first and s.t > e.excerpt[loop.index0 - 1].t + 1 %}<tr><td colspan="6">… {{ s.t - e.excerpt[loop.index0 - 1].t - 1 }} steps …</td></tr>{% endif %}
@@ -166,7 +207,12 @@ def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
         return [rounded(v) for v in value] if isinstance(value, list) else value
 
     brief = lambda value: json.dumps(rounded(value))  # noqa: E731 - states to 4 significant digits
-    return env.from_string(TEMPLATE).render(d=diagnosis, figures=plots(store), words=words, pct=pct, brief=brief)
+    from envrigger.frames import finding_frames
+
+    strips = finding_frames(diagnosis, store)
+    return env.from_string(TEMPLATE).render(
+        d=diagnosis, figures=plots(store), finding_figures=finding_plots(diagnosis), words=words, pct=pct, brief=brief, strips=strips
+    )
 
 
-__all__ = ["findings_table", "plots", "render_html"]
+__all__ = ["finding_plots", "findings_table", "plots", "render_html"]

@@ -25,6 +25,7 @@ from envrigger.diagnose.detectors import (
     contrast,
     explains_failure,
     merge_duplicates,
+    rate_by_feature,
     step_candidates,
     to_finding,
 )
@@ -66,6 +67,12 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             if condition is not None:
                 c.stats["condition"] = condition
                 c.title += f", when {condition['rule']}"
+    for c in kept:
+        feature = c.stats.get("feature") or next(
+            (cl["raw"] for cl in c.stats.get("condition", {}).get("clauses", []) if cl["raw"] in frame.features), None
+        )
+        if feature in frame.features:
+            c.stats["by_feature"] = rate_by_feature(c.mask, frame.features[feature], feature)
     findings = [f for c in kept if (f := to_finding(c, frame, stats.excerpts, config)) is not None]
     notes = [f for c in candidates if not explains_failure(c, frame, config) and (f := to_finding(c, frame, stats.excerpts, config))]
     # Ties in severity go to the finding whose affected episodes fail most surely.

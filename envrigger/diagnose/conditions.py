@@ -149,7 +149,16 @@ def state_condition(
         rule = Rule(clauses, rule.precision, rule.recall, rule.support)
     if rule is None or rule.precision < MIN_PRECISION or rule.recall < MIN_RECALL or rule.precision < float(y.mean()) + 0.2:
         return None
+    main = feature_names.index(rule.clauses[0][0])
+    edges = np.unique(np.quantile(x[:, main], np.linspace(0, 1, 13)))
+    histogram = {
+        "feature": (names or {}).get(rule.clauses[0][0], rule.clauses[0][0]),
+        "edges": edges.tolist(),
+        "failing": np.histogram(x[y, main], bins=edges)[0].tolist() if len(edges) > 1 else [],
+        "success": np.histogram(x[~y, main], bins=edges)[0].tolist() if len(edges) > 1 else [],
+    }
     return {
+        "histogram": histogram,
         "rule": rule.text(names),
         "clauses": [{"feature": (names or {}).get(f, f), "raw": f, "op": op, "threshold": t} for f, op, t in rule.clauses],
         "precision": rule.precision,

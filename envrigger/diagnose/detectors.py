@@ -496,3 +496,20 @@ def _covered(a: np.ndarray, by: np.ndarray) -> float:
     """The share of ``a``'s episodes that ``by`` flags too."""
     size = int(a.sum())
     return int((a & by).sum()) / size if size else 1.0
+
+
+def rate_by_feature(mask: np.ndarray, values: np.ndarray, feature: str) -> dict[str, Any]:
+    """A finding's rate in each bin of the level feature that explains it (its distinct values, or 8 quantile bins).
+
+    Example:
+        >>> rate_by_feature(np.array([False, True, True, True]), np.array([1.0, 1.0, 2.0, 2.0]), "size")
+        {'feature': 'size', 'values': [1.0, 2.0], 'rate': [0.5, 1.0], 'episodes': [2, 2]}
+    """
+    known = ~np.isnan(values)
+    distinct = np.unique(values[known])
+    edges = distinct if len(distinct) <= 12 else np.unique(np.quantile(values[known], np.linspace(0, 1, 9)))
+    bins = np.clip(np.searchsorted(edges, values[known], side="right") - 1, 0, len(edges) - 1)
+    hits = mask[known]
+    counts = [int((bins == b).sum()) for b in range(len(edges))]
+    rates = [float(hits[bins == b].mean()) if counts[b] else 0.0 for b in range(len(edges))]
+    return {"feature": feature, "values": edges.tolist(), "rate": rates, "episodes": counts}
