@@ -179,11 +179,13 @@ def test_a_behaviour_as_common_in_successes_is_a_style_note_not_a_finding(cartpo
         assert contrast["lift_ci"] is None or contrast["lift_ci"][0] <= 1
 
 
-def test_the_report_names_actions_and_conditions(cartpole_run, tmp_path):
+def test_the_report_names_actions_and_conditions(cartpole_run, tmp_path, capsys):
     report = diagnose(cartpole_run)
     assert report.env_id == "CartPole-v1" and report.action_names == ["push_left", "push_right"]
     page = render_html(report, cartpole_run)
     assert "push_left" in page and "Condition: <b>pole_" in page
+    assert run_cli(app, ["diagnose", str(cartpole_run.path)], "envrigger") == 0
+    assert "when pole_" in capsys.readouterr().out.replace("\n", " ").replace("│", " ")
     data = json.loads(report.model_dump_json())
     assert data["findings"][0]["stats"].get("condition") or data["findings"][1]["stats"].get("condition")
 
