@@ -278,9 +278,21 @@ def check(
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
+    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
+
+    A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
+    written into, never replaced: replacing a device node with a file would break it for
+    the whole machine.
+    """
     if path.is_dir():
         raise UserError(f"-o: {path} is a directory; give a file path such as {path / 'spec.json'}")
+    if path.exists() and not path.is_file():
+        try:
+            with open(path, "w") as handle:
+                handle.write(text)
+        except OSError as error:
+            raise UserError(f"-o: cannot write {path} ({error.strerror or type(error).__name__}); pick a writable path") from None
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

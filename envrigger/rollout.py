@@ -11,12 +11,14 @@ any number of workers (only ``wall_time`` differs).
 
 from __future__ import annotations
 
+import atexit
 import copy
 import hashlib
 import multiprocessing as mp
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -350,43 +352,83 @@ def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json
 
 
 # -- process backend ---------------------------------------------------------------------
-def _worker_main(
-    conn: Any, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = (), modules: tuple[Any, ...] = ()
-) -> None:
-    """Worker loop: build the env and policy once, then run episodes on request."""
+def _worker_main(conn: Any) -> None:
+    """Worker loop: on ``("setup", ...)`` build the env and policy (closing the last ones), on ``("run", task)`` play an episode."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it commits what finished, then ends us
-    try:
-        import_modules(list(modules))  # the parent's user modules: their transforms and policies
-        spec = HarnessSpec.from_json(spec_json)
-        env = spec.build(allow_imports=allow_imports)
-        policy = cloudpickle.loads(factory_bytes)(env)
-        spec_hash = spec.hash()
-    except Exception as exc:
-        conn.send(("setup_error", _one_line(exc)))
-        return
-    conn.send(("ready", None))
+    env = policy = None
+    spec_hash = spec_json = ""
     while True:
-        task = conn.recv()
-        if task is None:
+        message = conn.recv()
+        if message is None:
             break
-        episode_id, seed = task
-        conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json)))
-    env.close()
+        kind, payload = message
+        if kind == "setup":
+            if env is not None:
+                env.close()
+                env = None
+            spec_json, factory_bytes, allow_imports, modules = payload
+            try:
+                import_modules(list(modules))  # the parent's user modules: their transforms and policies
+                spec = HarnessSpec.from_json(spec_json)
+                env = spec.build(allow_imports=allow_imports)
+                policy = cloudpickle.loads(factory_bytes)(env)
+                spec_hash = spec.hash()
+            except Exception as exc:
+                conn.send(("setup_error", _one_line(exc)))
+                return
+            conn.send(("ready", None))
+        else:
+            episode_id, seed = payload
+            conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json)))
+    if env is not None:
+        env.close()
 
 
 class _Pool:
-    """Spawned workers, one episode in flight each; a dead worker is replaced."""
+    """Spawned workers kept for the life of the process, one episode in flight each; a dead worker is replaced.
 
-    def __init__(self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
+    Starting a worker costs about half a second (a fresh interpreter and its imports), and
+    the loop's validation makes many short rollouts, so workers outlive a rollout: each call
+    sends them its spec and policy factory (a fresh env and policy per call, as if the
+    workers were new), uses as many as it needs, and leaves them waiting. Workers are
+    started anew when the working directory, ``sys.path`` or the user modules changed. A
+    call that ends abnormally (an error, Ctrl-C) closes them all, so no episode in flight
+    outlives it.
+    :func:`close_workers` ends them early.
+    """
+
+    def __init__(self) -> None:
         self.ctx = mp.get_context("spawn")
-        self.args = (spec_json, factory_bytes, allow_imports, tuple(user_modules()))
         self.workers: list[dict[str, Any]] = []
-        for _ in range(workers):
+        self.idle: list[dict[str, Any]] = []
+        self.setup: tuple[Any, ...] = ()
+
+    def configure(self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
+        """Use ``workers`` workers (starting more if needed) for this spec and policy; each answers ready or setup_error."""
+        self.setup = (spec_json, factory_bytes, allow_imports, tuple(user_modules()))
+        # A worker imported what the parent could import when it started: where it ran, its
+        # path and user modules. If any changed, a module of the same name may now be another file.
+        key = repr((os.getcwd(), sys.path, self.setup[3]))
+        if key != getattr(self, "key", key):
+            self.close()
+        self.key = key
+        self.workers = [w for w in self.workers + self.idle if w["process"].is_alive()]
+        while len(self.workers) < workers:
             self._start()
+        self.idle, self.workers = self.workers[workers:], self.workers[:workers]
+        for worker in self.workers:
+            self._send_setup(worker)
+
+    def _send_setup(self, worker: dict[str, Any]) -> None:
+        worker["ready"], worker["task"] = False, None
+        try:
+            worker["conn"].send(("setup", self.setup))
+        except (BrokenPipeError, OSError):
+            pass  # a dead worker: its sentinel fires and it is replaced
 
     def _start(self) -> dict[str, Any]:
         parent, child = self.ctx.Pipe()
-        process = self.ctx.Process(target=_worker_main, args=(child, *self.args), daemon=True)
+        process = self.ctx.Process(target=_worker_main, args=(child,), daemon=True)
         process.start()
         child.close()
         worker = {"process": process, "conn": parent, "task": None, "ready": False}
@@ -397,19 +439,45 @@ class _Pool:
         worker["conn"].close()
         worker["process"].join(timeout=1)
         self.workers.remove(worker)
-        self._start()
+        self._send_setup(self._start())
+
+    def release(self) -> None:
+        """The call is over and every episode answered: keep the workers for the next call."""
+        self.workers += self.idle
+        self.idle = []
 
     def close(self) -> None:
-        for worker in self.workers:
+        everyone = self.workers + self.idle
+        for worker in everyone:
             try:
                 worker["conn"].send(None)
             except (BrokenPipeError, OSError):
                 pass
-        for worker in self.workers:
+        for worker in everyone:
             worker["process"].join(timeout=5)
             if worker["process"].is_alive():
                 worker["process"].kill()
             worker["conn"].close()
+        self.workers, self.idle = [], []
+
+
+_POOL: _Pool | None = None
+
+
+def _shared_pool() -> _Pool:
+    global _POOL
+    if _POOL is None:
+        _POOL = _Pool()
+    return _POOL
+
+
+@atexit.register
+def close_workers() -> None:
+    """End the process backend's worker processes now (they are otherwise kept for the next rollout, and end with this process)."""
+    global _POOL
+    if _POOL is not None:
+        _POOL.close()
+        _POOL = None
 
 
 def _process_backend(
@@ -422,7 +490,9 @@ def _process_backend(
     episode_timeout: float | None = None,
 ) -> None:
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
-    pool = _Pool(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
+    pool = _shared_pool()
+    pool.configure(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
+    finished = False
     queue = list(reversed(tasks))
     attempts: dict[int, int] = {}
     pending, startup_failures = len(tasks), 0
@@ -433,7 +503,7 @@ def _process_backend(
                     worker["task"] = queue.pop()
                     worker["since"] = time.monotonic()
                     attempts[worker["task"][0]] = attempts.get(worker["task"][0], 0) + 1
-                    worker["conn"].send(worker["task"])
+                    worker["conn"].send(("run", worker["task"]))
             if episode_timeout:  # a hung episode: kill its worker, record it, go on with a fresh worker
                 now = time.monotonic()
                 for worker in [w for w in pool.workers if w["task"] is not None and now - w["since"] >= episode_timeout]:
@@ -487,8 +557,12 @@ def _process_backend(
                 worker["task"] = None
                 emit(*payload)
                 pending -= 1
+        finished = True
     finally:
-        pool.close()
+        if finished:
+            pool.release()
+        else:
+            close_workers()
 
 
 # -- ray backend -------------------------------------------------------------------------
@@ -696,4 +770,4 @@ def _progress(total: int) -> tuple[Any, Callable]:
     return bar, advance
 
 
-__all__ = ["BACKENDS", "policy_factory", "rollout", "run_episode"]
+__all__ = ["BACKENDS", "close_workers", "policy_factory", "rollout", "run_episode"]

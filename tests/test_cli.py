@@ -167,3 +167,23 @@ def test_odd_input_gets_one_line_and_exit_code_2(case, tmp_path, capsys):
     assert cli(*args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("envharness: error:")
+
+
+def test_writing_output_to_a_device_or_fifo_writes_into_it_and_keeps_it(tmp_path):
+    """-o /dev/null once replaced the machine's /dev/null with a regular file (as root, a rename over a device node)."""
+    import os
+    import stat
+    import threading
+
+    from envharness.cli import write_atomically
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    write_atomically(fifo, '{"ok": true}\n')
+    reader.join(timeout=10)
+    assert got == ['{"ok": true}\n'] and stat.S_ISFIFO(fifo.stat().st_mode)
+    write_atomically(Path(os.devnull), "nothing\n")
+    assert stat.S_ISCHR(Path(os.devnull).stat().st_mode)
