@@ -33,7 +33,8 @@ from envrigger.rollout import close_workers, rollout
 @dataclass
 class Config:
     env_id: str = "MiniGrid-DoorKey-8x8-v0"
-    short_episodes: int = 2  # a validation-sized call: what start-up costs
+    short_env_id: str = "CartPole-v1"  # random CartPole episodes last milliseconds: such a call's time is its fixed cost
+    short_episodes: int = 2
     calls: int = 6
     episodes: int = 60
     seed: int = 0
@@ -59,10 +60,10 @@ def main() -> None:
     calls: dict[str, list[float]] = {"process": [], "serial": []}
     for _ in range(config.calls):  # interleaved, so both see the same machine
         for backend in ("process", "serial"):
-            calls[backend].append(timed(config.env_id, config.short_episodes, backend, 2, config.seed, scratch)[0])
+            calls[backend].append(timed(config.short_env_id, config.short_episodes, backend, 2, config.seed, scratch)[0])
     first, later = calls["process"][0], sorted(calls["process"][1:])[len(calls["process"][1:]) // 2]
     serial_call = sorted(calls["serial"])[len(calls["serial"]) // 2]
-    print(f"{config.env_id}, {config.short_episodes} random episodes per call, 2 workers")
+    print(f"{config.short_env_id}, {config.short_episodes} random episodes per call (milliseconds of play), 2 workers")
     print(f"  process backend, first call (starts workers): {first:.3f} s")
     print(f"  process backend, later calls (median):       {later:.3f} s   ({later / first:.2f}x the first)")
     print(f"  serial backend (median):                      {serial_call:.3f} s   (process later / serial = {later / serial_call:.2f}x)")
