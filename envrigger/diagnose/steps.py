@@ -291,28 +291,34 @@ def scan_steps(
                 else:
                     rows_for_states[i] = sorted(set(np.linspace(lo, hi - 2, STATE_WINDOW).astype(int).tolist()))
         if spans or rows_for_states:
-            columns = table.select(["t", "action", "reward", "blocked", "position", "obs_digest", "obs", "info"]).to_pydict()
             local_of = {int(e): k for k, e in enumerate(ids)}
+            span_rows = {}
             for episode_id, wanted in spans.items():
                 i = local_of[episode_id]
                 lo, hi = int(starts[i]), int(starts[i] + counts[i])
                 for span in wanted:
-                    excerpts[(episode_id, span[0], span[1])] = [
-                        {
-                            "t": columns["t"][j],
-                            "action": json.loads(columns["action"][j]),
-                            "reward": columns["reward"][j],
-                            "blocked": columns["blocked"][j],
-                            "state": _decode(columns["position"][j])
-                            if columns["position"][j]
-                            else (_decode(columns["obs"][j]) if columns["obs"][j] else columns["obs_digest"][j]),
-                            "info": json.loads(columns["info"][j]),
-                        }
-                        for j in _span_rows(t, lo, hi, span)
-                    ]
+                    span_rows[(episode_id, span[0], span[1])] = _span_rows(t, lo, hi, span)
+            needed = sorted({j for rows in span_rows.values() for j in rows} | {j for rows in rows_for_states.values() for j in rows})
+            at = {j: k for k, j in enumerate(needed)}  # only the rows shown or sampled become Python objects
+            picked = table.select(["t", "action", "reward", "blocked", "position", "obs_digest", "obs", "info"])
+            col = picked.take(pa.array(needed, type=pa.int64())).to_pydict() if needed else {}
+            for key, rows in span_rows.items():
+                excerpts[key] = [
+                    {
+                        "t": col["t"][at[j]],
+                        "action": json.loads(col["action"][at[j]]),
+                        "reward": col["reward"][at[j]],
+                        "blocked": col["blocked"][at[j]],
+                        "state": _decode(col["position"][at[j]])
+                        if col["position"][at[j]]
+                        else (_decode(col["obs"][at[j]]) if col["obs"][at[j]] else col["obs_digest"][at[j]]),
+                        "info": json.loads(col["info"][at[j]]),
+                    }
+                    for j in rows
+                ]
             for i, rows in rows_for_states.items():
                 for j in rows:
-                    features = state_features(_decode(columns["obs"][j]), _decode(columns["position"][j]))
+                    features = state_features(_decode(col["obs"][at[j]]), _decode(col["position"][at[j]]))
                     if features is not None:  # the state after step t is what the agent acts on at step t + 1
                         sampled.append((int(ids[i]), int(t[j]) + 1, features))
     joined = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in parts.items()}
