@@ -187,6 +187,8 @@ def import_jsonl(path: str | Path, out: str | Path, batch_episodes: int = 1000) 
 def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
     """Write every episode of ``store`` as JSONL (atomically); returns the number written."""
     path = Path(path)
+    if path.exists() and not path.is_file():  # renaming over a device or FIFO would replace it with a file
+        raise TrajectoryError(f"{path}: not a regular file; give a .jsonl file path to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     count = 0

@@ -82,3 +82,15 @@ def test_the_console_scripts_exit_0_every_time_after_reading_parquet(tmp_path):
             done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=120)
             codes.append((done.returncode, done.stderr.strip()[-200:]))
     assert all(code == 0 for code, _ in codes), codes
+
+
+def test_convert_refuses_to_replace_a_fifo_with_a_file(tmp_path, capsys):
+    import os
+    import stat
+
+    run = tmp_path / "run"
+    assert cli("collect", "FrozenLake-v1", "-n", "2", "--backend", "serial", "-o", str(run)) == 0
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    assert run_cli(app, ["convert", str(run), str(fifo)], "envrigger") == 2
+    assert "not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.stat().st_mode)
