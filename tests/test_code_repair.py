@@ -190,8 +190,10 @@ def test_hasty_coder_weakness_is_found_by_diagnose(tmp_path):
     report = diagnose(run)
     failing = report.finding("terminal_cause:hidden_tests_fail")
     assert failing is not None and failing.severity == 1.0 and 0.3 < failing.rate < 0.7
-    typos = report.finding("tool_error")
-    assert typos is not None and 0.15 < typos.rate < 0.5
+    # Its typos come as often with a pass as with a failure: how it works, not why it fails, so a style note.
+    assert report.finding("tool_error") is None
+    typos = next((f for f in report.style_notes if f.name == "tool_error"), None)
+    assert typos is not None and 0.15 < typos.rate < 0.5 and typos.stats["contrast"]["lift_ci"][0] <= 1
     steps = [s for _, steps in run.iter_episode_steps() for s in steps]
     assert not any(json.loads(json.loads(s.action))["tool"] == "run_tests" for s in steps)
 
