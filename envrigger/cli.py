@@ -8,6 +8,7 @@ original and the reshaped env, and print the verdicts side by side.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -22,6 +23,11 @@ from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_
 from envharness.cli import console as harness_console
 from envrigger.policies import RandomPolicy, reference_policy
 from envrigger.trajectory import TrajectoryStore
+
+RAY_ADDRESS_HELP = (
+    "With --backend ray: the Ray cluster to join (auto, HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS; "
+    "with neither, a local Ray is started)."
+)
 
 app = typer.Typer(
     add_completion=False,
@@ -112,6 +118,7 @@ def collect(
     policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: all cores)."),
+    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
     episode_timeout: float = typer.Option(
@@ -151,6 +158,7 @@ def collect(
         allow_imports=allow_import or (),
         episode_timeout=episode_timeout or None,
         flush_steps=flush_steps,
+        ray_address=ray_address,
     )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
     errors = [e for e in store.episodes_table(["error"]).column("error").to_pylist()]
@@ -362,6 +370,7 @@ def run_command(
     ),
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
 ) -> None:
     """Train every arm; diagnose, propose, validate and admit for the rigger arm; pick each arm's round on validation levels; evaluate held-out.
 
@@ -376,6 +385,8 @@ def run_command(
 
     from envrigger.loop import LoopConfig, run_loop, run_seeds
 
+    if ray_address:
+        os.environ["RAY_ADDRESS"] = ray_address  # every rollout of the run joins it (not stored: a resumed run may be elsewhere)
     if (output is None) == (resume is None):
         raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
     config = None

@@ -32,12 +32,13 @@ import cloudpickle
 from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, load_file_module, user_modules
 from envrigger.trajectory import (
-    OBS_INLINE_LIMIT,
+    STORE_OBS,
     EpisodeRecord,
     StepRecord,
     TrajectoryError,
     TrajectoryStore,
     dumps,
+    inline_observation,
     observation_digest,
 )
 
@@ -179,7 +180,7 @@ def _info_fields(info: dict[str, Any]) -> str:
 
 
 def run_episode(
-    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = ""
+    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "", store_obs: str = "small"
 ) -> tuple[EpisodeRecord, list[StepRecord]]:
     """One episode; an exception in the env or the policy ends it with the error recorded.
 
@@ -205,7 +206,7 @@ def run_episode(
             action = policy.act(obs, info)
             obs, reward, terminated, truncated, info = env.step(action)
             done = terminated or truncated
-            steps.append(step_record(episode_id, t, action, obs, reward, terminated, truncated, info, adapter))
+            steps.append(step_record(episode_id, t, action, obs, reward, terminated, truncated, info, adapter, store_obs))
             total += float(reward)
             t += 1
         verdict = info.get("verdict")
@@ -219,10 +220,18 @@ def run_episode(
 
 
 def step_record(
-    episode_id: int, t: int, action: Any, obs: Any, reward: Any, terminated: bool, truncated: bool, info: dict[str, Any], adapter: Any
+    episode_id: int,
+    t: int,
+    action: Any,
+    obs: Any,
+    reward: Any,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+    adapter: Any,
+    store_obs: str = "small",
 ) -> StepRecord:
     """The stored form of one step (``obs`` is the observation after it), as every recorder writes it."""
-    inline = dumps(obs)
     where = adapter.position() if adapter is not None else None
     return StepRecord(
         episode_id=episode_id,
@@ -233,7 +242,7 @@ def step_record(
         truncated=bool(truncated),
         obs_digest=observation_digest(obs),
         blocked=info.get("blocked"),
-        obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+        obs=inline_observation(obs, store_obs),
         position=dumps(where) if where is not None else None,
         info=_info_fields(info),
     )
@@ -314,11 +323,18 @@ def _describe(space: Any) -> str:
 
 
 def _serial_episode(
-    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, timeout: float | None
+    env: Any,
+    policy: Any,
+    episode_id: int,
+    seed: int | None,
+    spec_hash: str,
+    spec_json: str,
+    timeout: float | None,
+    store_obs: str = "small",
 ) -> tuple[EpisodeRecord, list[StepRecord]]:
     """:func:`run_episode` under a wall-time limit enforced with SIGALRM (main thread only; elsewhere no limit)."""
     if not timeout or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
-        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json)
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
 
     def expire(signum: int, frame: Any) -> None:
         raise _WallTimeout
@@ -326,7 +342,7 @@ def _serial_episode(
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json)
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
     except _WallTimeout:
         return _failed_episode(episode_id, seed, spec_hash, spec_json, f"the episode took more than {timeout:g} s", WALL_TIMEOUT), []
     finally:
@@ -357,6 +373,7 @@ def _worker_main(conn: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it commits what finished, then ends us
     env = policy = None
     spec_hash = spec_json = ""
+    store_obs = "small"
     while True:
         message = conn.recv()
         if message is None:
@@ -366,7 +383,7 @@ def _worker_main(conn: Any) -> None:
             if env is not None:
                 env.close()
                 env = None
-            spec_json, factory_bytes, allow_imports, modules = payload
+            spec_json, factory_bytes, allow_imports, modules, store_obs = payload
             try:
                 import_modules(list(modules))  # the parent's user modules: their transforms and policies
                 spec = HarnessSpec.from_json(spec_json)
@@ -379,7 +396,7 @@ def _worker_main(conn: Any) -> None:
             conn.send(("ready", None))
         else:
             episode_id, seed = payload
-            conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json)))
+            conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)))
     if env is not None:
         env.close()
 
@@ -403,9 +420,11 @@ class _Pool:
         self.idle: list[dict[str, Any]] = []
         self.setup: tuple[Any, ...] = ()
 
-    def configure(self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = ()) -> None:
+    def configure(
+        self, workers: int, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...] = (), store_obs: str = "small"
+    ) -> None:
         """Use ``workers`` workers (starting more if needed) for this spec and policy; each answers ready or setup_error."""
-        self.setup = (spec_json, factory_bytes, allow_imports, tuple(user_modules()))
+        self.setup = (spec_json, factory_bytes, allow_imports, tuple(user_modules()), store_obs)
         # A worker imported what the parent could import when it started: where it ran, its
         # path and user modules. If any changed, a module of the same name may now be another file.
         key = repr((os.getcwd(), sys.path, self.setup[3]))
@@ -488,10 +507,11 @@ def _process_backend(
     emit: Callable,
     allow_imports: tuple[str, ...] = (),
     episode_timeout: float | None = None,
+    store_obs: str = "small",
 ) -> None:
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
     pool = _shared_pool()
-    pool.configure(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports)
+    pool.configure(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports, store_obs)
     finished = False
     queue = list(reversed(tasks))
     attempts: dict[int, int] = {}
@@ -566,50 +586,212 @@ def _process_backend(
 
 
 # -- ray backend -------------------------------------------------------------------------
+class _RayWorker:
+    """A Ray actor: builds the env and policy once per rollout call, then plays the episodes sent to it."""
+
+    def __init__(self) -> None:
+        self.env: Any = None
+        self.policy: Any = None
+        self.spec_hash = self.spec_json = ""
+        self.store_obs = "small"
+
+    def setup(self, spec_json: str, factory_bytes: bytes, allow_imports: tuple[str, ...], modules: tuple[str, ...], store_obs: str) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+        import_modules(list(modules))
+        spec = HarnessSpec.from_json(spec_json)
+        self.env = spec.build(allow_imports=allow_imports)
+        self.policy = cloudpickle.loads(factory_bytes)(self.env)
+        self.spec_hash, self.spec_json, self.store_obs = spec.hash(), spec_json, store_obs
+
+    def run(self, task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
+        if self.env is None:
+            raise RuntimeError("this Ray worker was not set up")
+        return run_episode(self.env, self.policy, task[0], task[1], self.spec_hash, self.spec_json, self.store_obs)
+
+
+class _RayPool:
+    """The Ray connection and actors of this process, kept across rollout calls like the process pool.
+
+    Joins the cluster named by ``address`` (or ``RAY_ADDRESS``), else starts a local Ray
+    instance with one CPU per core; a Ray the caller initialised is used as it is. Each
+    actor keeps one env for the whole call. The local instance is started anew when the
+    working directory, ``sys.path``, ``PYTHONPATH`` or the user modules changed (its workers
+    import what the driver could import when it started).
+    """
+
+    def __init__(self) -> None:
+        self.actors: list[Any] = []
+        self.key = ""
+        self.owned = False  # we called ray.init (so we may shut it down to start afresh)
+
+    def connect(self, address: str | None) -> Any:
+        try:
+            import ray
+        except ImportError:
+            raise TrajectoryError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
+        address = address or os.environ.get("RAY_ADDRESS") or None
+        key = repr((address, os.getcwd(), sys.path, os.environ.get("PYTHONPATH"), tuple(user_modules())))
+        if ray.is_initialized() and not self.owned:
+            return ray  # the caller's own ray.init: theirs to manage
+        if ray.is_initialized() and key != self.key:
+            self.close()
+        if not ray.is_initialized():
+            quiet = {"log_to_driver": False, "configure_logging": False}
+            if address:
+                _reachable(address)  # Ray itself retries an unreachable address for minutes
+            try:
+                if address:
+                    ray.init(address=address, **quiet)
+                else:
+                    ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, **quiet)
+            except ConnectionError as error:
+                raise TrajectoryError(
+                    f"backend ray: cannot join the Ray cluster at {address} ({_one_line(error)}); is it running (`ray status`)? "
+                    "If it uses token authentication, set RAY_AUTH_MODE=token and its token (`ray get-auth-token`)"
+                ) from None
+            self.owned, self.key = True, key
+        return ray
+
+    def capacity(self, ray: Any) -> int:
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+    def actor(self, ray: Any) -> Any:
+        return ray.remote(num_cpus=1, max_restarts=0)(_RayWorker).remote()
+
+    def kill(self, ray: Any, actor: Any) -> None:
+        try:
+            ray.kill(actor, no_restart=True)
+        except Exception:
+            pass  # already gone
+        if actor in self.actors:
+            self.actors.remove(actor)
+
+    def close(self) -> None:
+        import ray
+
+        for actor in list(self.actors):
+            self.kill(ray, actor)
+        if self.owned and ray.is_initialized():
+            ray.shutdown()
+        self.actors, self.owned = [], False
+
+
+_RAY_POOL = _RayPool()
+
+
+def _reachable(address: str) -> None:
+    """Refuse at once a ``HOST:PORT`` (or ``ray://HOST:PORT``) where nothing listens; ``auto`` is Ray's to resolve."""
+    import socket
+
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        if address != "auto":
+            raise TrajectoryError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        raise TrajectoryError(
+            f"backend ray: cannot reach a Ray cluster at {address} ({error.strerror or error}); start one with "
+            "`ray start --head`, or name none (no --ray-address, RAY_ADDRESS unset) to start a local one"
+        ) from None
+
+
 def _ray_backend(
     spec: HarnessSpec,
     factory: PolicyFactory,
     tasks: list[tuple[int, int | None]],
-    workers: int,
+    workers: int | None,
     emit: Callable,
     allow_imports: tuple[str, ...] = (),
     episode_timeout: float | None = None,
+    address: str | None = None,
+    store_obs: str = "small",
 ) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise TrajectoryError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    pool = _RAY_POOL
+    ray = pool.connect(address)
+    from ray.exceptions import RayActorError, RayTaskError
+
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
-    factory_bytes = cloudpickle.dumps(factory)
-    modules = user_modules()
+    setup_args = (spec_json, cloudpickle.dumps(factory), allow_imports, tuple(user_modules()), store_obs)
+    wanted = min(workers or pool.capacity(ray), pool.capacity(ray), len(tasks))
+    while len(pool.actors) < wanted:
+        pool.actors.append(pool.actor(ray))
+    actors = pool.actors[:wanted]
+    # In flight: an object ref -> (actor, task or None for a set-up, when it was sent).
+    flight: dict[Any, tuple[Any, tuple[int, int | None] | None, float]] = {}
+    idle: list[Any] = []
+    for actor in actors:
+        flight[actor.setup.remote(*setup_args)] = (actor, None, time.monotonic())
+    queue = list(reversed(tasks))
+    attempts: dict[int, int] = {}
+    pending, startup_failures, finished = len(tasks), 0, False
 
-    @ray.remote(max_retries=1, num_cpus=1)
-    def episode(task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
-        import_modules(modules)
-        local = HarnessSpec.from_json(spec_json)
-        env = local.build(allow_imports=allow_imports)
-        try:
-            policy = cloudpickle.loads(factory_bytes)(env)
-            return _serial_episode(env, policy, task[0], task[1], spec_hash, spec_json, episode_timeout)
-        finally:
-            env.close()
+    def replace(actor: Any) -> None:
+        pool.kill(ray, actor)
+        fresh = pool.actor(ray)
+        pool.actors.append(fresh)
+        flight[fresh.setup.remote(*setup_args)] = (fresh, None, time.monotonic())
 
     try:
-        refs = {episode.remote(task): task for task in tasks}
-        remaining = list(refs)
-        while remaining:
-            done, remaining = ray.wait(remaining, num_returns=1)
-            task = refs[done[0]]
-            try:
-                emit(*ray.get(done[0]))
-            except ray.exceptions.RayError as error:
-                emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker failed twice: {_one_line(error)}"), [])
+        while pending:
+            while idle and queue:
+                actor, task = idle.pop(), queue.pop()
+                attempts[task[0]] = attempts.get(task[0], 0) + 1
+                flight[actor.run.remote(task)] = (actor, task, time.monotonic())
+            now = time.monotonic()
+            if episode_timeout:  # a hung episode: kill its actor, record it, go on with a fresh one
+                for ref, (actor, task, since) in list(flight.items()):
+                    if task is not None and now - since >= episode_timeout:
+                        del flight[ref]
+                        replace(actor)
+                        message = f"the episode took more than {episode_timeout:g} s; its worker was killed"
+                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
+                        pending -= 1
+                if not pending:
+                    break
+            waits = [since + episode_timeout - now for _, task, since in flight.values() if task is not None] if episode_timeout else []
+            done, _ = ray.wait(list(flight), num_returns=1, timeout=max(0.0, min(waits)) if waits else None)
+            for ref in done:
+                actor, task, _ = flight.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except RayActorError as error:  # the actor's process died (or could not start)
+                    if task is None:
+                        startup_failures += 1
+                        if startup_failures > 2 * len(actors):
+                            raise TrajectoryError(f"rollout: Ray workers die at start-up ({_one_line(error)}); check the cluster") from None
+                    replace(actor)
+                    if task is None:
+                        continue
+                    if attempts[task[0]] < 2:
+                        queue.append(task)
+                    else:
+                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker failed twice: {_one_line(error)}"), [])
+                        pending -= 1
+                    continue
+                except RayTaskError as error:
+                    cause = _one_line(error.cause) if getattr(error, "cause", None) is not None else _one_line(error)
+                    if task is None:
+                        raise TrajectoryError(
+                            f"rollout: Ray workers could not build the env or policy ({cause}); check the spec and policy"
+                        ) from None
+                    emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker: {cause}"), [])
+                    pending -= 1
+                    idle.append(actor)
+                    continue
+                if task is not None:
+                    emit(*result)
+                    pending -= 1
+                idle.append(actor)
+        finished = True
     finally:
-        if started_here:
-            ray.shutdown()
+        if not finished:  # an error or Ctrl-C: no episode in flight outlives the call
+            for actor in list(pool.actors):
+                pool.kill(ray, actor)
 
 
 # -- front door --------------------------------------------------------------------------
@@ -656,6 +838,8 @@ def rollout(
     progress: bool = False,
     allow_imports: Iterable[str] = (),
     episode_timeout: float | None = DEFAULT_EPISODE_TIMEOUT,
+    ray_address: str | None = None,
+    store_obs: str = "small",
 ) -> TrajectoryStore:
     """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
 
@@ -665,7 +849,8 @@ def rollout(
             ``env -> policy`` callable (needed for env-bound policies on parallel backends).
         episodes: number of episodes; seeds default to ``0 .. episodes-1``.
         seeds: one level seed per episode (overrides ``episodes``).
-        backend: ``serial``, ``process`` (``workers`` processes, default all cores) or ``ray``.
+        backend: ``serial``, ``process`` (``workers`` processes, default all cores) or ``ray``
+            (``workers`` actors, default one per CPU of the cluster; each keeps one env).
         policy_seed: seeds the policy's randomness together with each episode's seed.
         out: run directory to create or append to (default: a new temporary directory).
         flush_steps: commit a part to the store every this many steps.
@@ -675,6 +860,11 @@ def rollout(
             takes longer is recorded as failed with reason ``timeout (wall)``. The process and
             Ray backends kill its worker; the serial backend interrupts the episode with
             ``SIGALRM`` (in the main thread only) — use ``process`` for envs that hang in C code.
+        ray_address: the Ray cluster to join (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``);
+            default ``RAY_ADDRESS``, and with neither a local Ray is started, once per process.
+        store_obs: which observations are stored whole beside their digests: ``small`` (at
+            most 64 numbers and 512 characters of JSON), ``fit`` (any that fits 512
+            characters) or ``none``; see :func:`~envrigger.trajectory.inline_observation`.
 
     Ctrl-C commits every episode that finished, then raises ``KeyboardInterrupt``; ids of
     episodes that never ran are left out. One collection at a time may write to ``out``.
@@ -686,6 +876,8 @@ def rollout(
     """
     if backend not in BACKENDS:
         raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
+    if store_obs not in STORE_OBS:
+        raise TrajectoryError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
     spec = (
         spec
         if isinstance(spec, HarnessSpec)
@@ -730,11 +922,11 @@ def rollout(
         if backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
-                writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout))
+                writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))
         elif backend == "process":
-            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
+            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout, store_obs)
         else:
-            _ray_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout)
+            _ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
         failed = False
     except KeyboardInterrupt:
         interrupted = True

@@ -6,6 +6,7 @@ import json
 
 import faulty_envs
 import pytest
+from stored import content as _content
 
 import envharness
 from envharness import HarnessSpec
@@ -16,16 +17,6 @@ SPEC = HarnessSpec(
     env_id="MiniGrid-DoorKey-5x5-v0",
     transforms=[{"name": "MoveGoal", "params": {"max_dist": 4}}, {"name": "ActionSlip", "params": {"p": 0.2}}],
 )
-
-
-def _content(store):
-    """Everything stored except wall time, in episode order."""
-    episodes = []
-    for episode, steps in sorted(store.iter_episode_steps(), key=lambda item: item[0].episode_id):
-        row = episode.to_row()
-        row.pop("wall_time")
-        episodes.append((row, [s.to_row() for s in steps]))
-    return episodes
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,103 @@
+"""The Ray backend joins a real cluster started with ``ray start --head`` (as a user running it on many machines would)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from stored import content as _content
+
+from envharness import HarnessSpec
+from envrigger.rollout import rollout
+from envrigger.trajectory import TrajectoryError, TrajectoryStore
+
+pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
+
+RAY = str(Path(sys.executable).parent / "ray")
+SPEC = HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0", transforms=[{"name": "ActionSlip", "params": {"p": 0.2}}])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A head node with 2 CPUs on a free port, stopped (with every Ray process of this user) afterwards."""
+    from envrigger.rollout import _RAY_POOL
+
+    _RAY_POOL.close()  # this test process's own local Ray, if an earlier test started one: `ray stop` would kill it anyway
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    started = subprocess.run(
+        [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+
+
+def _driver_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(extra)
+    return env
+
+
+def test_a_driver_joins_the_cluster_named_by_ray_address_and_stores_what_serial_stores(cluster, tmp_path):
+    serial = rollout(SPEC, "random", seeds=range(12), policy_seed=3, out=tmp_path / "serial")
+    script = textwrap.dedent(f"""
+        import json, sys, ray
+        from envharness import HarnessSpec
+        from envrigger.rollout import rollout
+        spec = HarnessSpec.from_json({SPEC.to_json(indent=None)!r})
+        rollout(spec, "random", seeds=range(12), policy_seed=3, backend="ray", out={str(tmp_path / "ray")!r})
+        rollout(spec, "random", seeds=range(12, 14), policy_seed=3, backend="ray", out={str(tmp_path / "ray2")!r})  # the same actors again
+        context = ray.get_runtime_context()
+        print(json.dumps({{"gcs": context.gcs_address, "cpus": ray.cluster_resources().get("CPU")}}))
+    """)
+    # Token authentication is on by default for clusters `ray start` makes on this machine: a driver
+    # naming the address says so with RAY_AUTH_MODE=token, and reads the token `ray start` wrote.
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=_driver_env(RAY_ADDRESS=cluster, RAY_AUTH_MODE="token"),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    facts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert facts["gcs"].endswith(f":{cluster.rpartition(':')[2]}")  # the cluster's own GCS, not a new local Ray
+    assert facts["cpus"] == 2.0
+    assert _content(TrajectoryStore(tmp_path / "ray")) == _content(serial)
+    assert len(TrajectoryStore(tmp_path / "ray2")) == 2
+
+
+def test_collect_ray_address_auto_joins_the_running_cluster(cluster, tmp_path):
+    serial = rollout(SPEC, "random", seeds=range(5, 15), out=tmp_path / "serial")
+    spec = tmp_path / "spec.json"
+    spec.write_text(SPEC.to_json())
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "envrigger"), "collect", str(spec), "-n", "10", "--seed", "5", "--backend", "ray",
+         "--ray-address", "auto", "-o", str(tmp_path / "run")],
+        env=_driver_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _content(TrajectoryStore(tmp_path / "run")) == _content(serial)
+
+
+def test_an_address_where_no_cluster_runs_is_one_clear_error(tmp_path, monkeypatch):
+    from envrigger.rollout import _RAY_POOL
+
+    _RAY_POOL.close()
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")
+    with pytest.raises(TrajectoryError, match="cannot reach a Ray cluster at 127.0.0.1"):
+        rollout("FrozenLake-v1", "random", episodes=2, backend="ray", out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # nothing left behind
