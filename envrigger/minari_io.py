@@ -20,12 +20,12 @@ import numpy as np
 
 from envharness.errors import EnvHarnessError
 from envrigger.trajectory import (
-    OBS_INLINE_LIMIT,
     EpisodeRecord,
     StepRecord,
     TrajectoryError,
     TrajectoryStore,
     dumps,
+    inline_observation,
     observation_digest,
 )
 
@@ -132,7 +132,6 @@ def import_minari(dataset_id: str, out: str | Path) -> TrajectoryStore:
         flag = infos.get("success", infos.get("is_success"))
         for t in range(n):
             obs = _index(data.observations, t + 1)
-            inline = dumps(obs)
             all_steps.append(
                 StepRecord(
                     episode_id=episode_id,
@@ -142,7 +141,7 @@ def import_minari(dataset_id: str, out: str | Path) -> TrajectoryStore:
                     terminated=bool(data.terminations[t]),
                     truncated=bool(data.truncations[t]),
                     obs_digest=observation_digest(obs),
-                    obs=inline if len(inline) <= OBS_INLINE_LIMIT else None,
+                    obs=inline_observation(obs),
                 )
             )
         success = (

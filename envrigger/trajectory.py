@@ -40,6 +40,8 @@ from envharness.errors import EnvHarnessError
 
 SCHEMA_VERSION = 1
 OBS_INLINE_LIMIT = 512  # observations whose JSON is at most this long are stored whole
+OBS_INLINE_NUMBERS = 64  # ... and, by default, that hold at most this many numbers (an image's JSON costs more than its step)
+STORE_OBS = ("small", "fit", "none")
 COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
 
 
@@ -163,8 +165,108 @@ def to_jsonable(value: Any) -> Any:
 
 
 def dumps(value: Any) -> str:
-    """Compact, key-sorted JSON of :func:`to_jsonable` data."""
-    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+    """Compact, key-sorted JSON of :func:`to_jsonable` data.
+
+    Recording calls this for every step's observation, action and position, so the common
+    cases (ints, finite floats, strings, numeric arrays, dicts and lists of them) take a fast
+    path that gives exactly the text ``json.dumps`` would.
+
+    Example:
+        >>> import numpy as np
+        >>> dumps({"b": np.arange(3, dtype=np.uint8), "a": (1, 2.5, "x")})
+        '{"a":[1,2.5,"x"],"b":[0,1,2]}'
+    """
+    fast = _fast_json(value)
+    return fast if fast is not None else json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def inline_observation(obs: Any, store: str = "small") -> str | None:
+    """The observation's JSON where the ``store`` policy keeps it whole, else None (its digest is always kept).
+
+    ``small`` (the default): at most :data:`OBS_INLINE_NUMBERS` numbers and
+    :data:`OBS_INLINE_LIMIT` characters of JSON, so CartPole's state and FrozenLake's tile
+    are kept, a MiniGrid image is not; ``fit``: any observation whose JSON fits the
+    character limit; ``none``: digests only. Whatever is not kept is recovered exactly by
+    replaying the episode from its spec, seed and actions (as ``envrigger export`` does).
+
+    Example:
+        >>> import numpy as np
+        >>> inline_observation(np.array([0.5, -1.0])), inline_observation(np.zeros((7, 7, 3), dtype=np.uint8)) is None
+        ('[0.5,-1.0]', True)
+    """
+    if store == "none" or (store == "small" and _numbers(obs, OBS_INLINE_NUMBERS) > OBS_INLINE_NUMBERS):
+        return None
+    text = dumps(obs)
+    return text if len(text) <= OBS_INLINE_LIMIT else None
+
+
+def _numbers(obs: Any, budget: int) -> int:
+    """How many scalars ``obs`` holds, counted until more than ``budget``."""
+    if isinstance(obs, np.ndarray):
+        return int(obs.size)
+    if isinstance(obs, (dict, list, tuple)):
+        total = 0
+        for item in obs.values() if isinstance(obs, dict) else obs:
+            total += _numbers(item, budget - total)
+            if total > budget:
+                break
+        return total
+    return 1
+
+
+_ARRAY_TEMPLATES: dict[tuple[int, ...], str] = {}
+
+
+def _array_template(shape: tuple[int, ...]) -> str:
+    """``%s`` placeholders in JSON nesting for an array of ``shape``: ``(2, 2)`` -> ``[[%s,%s],[%s,%s]]``."""
+    template = _ARRAY_TEMPLATES.get(shape)
+    if template is None:
+        template = "%s"
+        for size in reversed(shape):
+            template = "[" + ",".join([template] * size) + "]"
+        if len(_ARRAY_TEMPLATES) < 256:
+            _ARRAY_TEMPLATES[shape] = template
+    return template
+
+
+def _fast_json(value: Any) -> str | None:
+    """JSON text identical to the general path's, or None where only the general path is sure to be right."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return str(value) if kind is int else json.dumps(value)
+    if kind is float or isinstance(value, np.floating):
+        number = float(value)
+        return repr(number) if number - number == 0.0 else None  # NaN and infinities are spelled NaN, Infinity
+    if isinstance(value, np.integer):
+        return str(int(value))
+    if kind is np.ndarray:
+        if value.dtype.kind not in "iuf" or 0 in value.shape or value.size > 4096:
+            return None
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            return None
+        if not value.ndim:
+            return _fast_json(value.item())
+        flat = value.ravel().tolist()  # Python ints and floats: %s spells them as JSON does
+        return _array_template(value.shape) % tuple(flat)
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            return None
+        parts = []
+        for key in sorted(value):
+            text = _fast_json(value[key])
+            if text is None:
+                return None
+            parts.append(json.dumps(key) + ":" + text)
+        return "{" + ",".join(parts) + "}"
+    if kind is list or kind is tuple:
+        parts = []
+        for item in value:
+            text = _fast_json(item)
+            if text is None:
+                return None
+            parts.append(text)
+        return "[" + ",".join(parts) + "]"
+    return None
 
 
 def observation_digest(obs: Any) -> str:
@@ -182,10 +284,16 @@ def observation_digest(obs: Any) -> str:
     return h.hexdigest()
 
 
+_DTYPE_TEXT: dict[Any, bytes] = {}
+
+
 def _feed(h: Any, obs: Any) -> None:
     if isinstance(obs, np.ndarray):
-        h.update(str(obs.dtype).encode() + str(obs.shape).encode())
-        h.update(np.ascontiguousarray(obs).tobytes())
+        name = _DTYPE_TEXT.get(obs.dtype)
+        if name is None:
+            name = _DTYPE_TEXT.setdefault(obs.dtype, str(obs.dtype).encode())  # str(dtype) is slow, and per step
+        h.update(name + str(obs.shape).encode())
+        h.update(np.ascontiguousarray(obs).data)
     elif isinstance(obs, dict):
         for key in sorted(obs):
             h.update(str(key).encode() + b"=")
@@ -271,6 +379,14 @@ class StepRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> StepRecord:
         return cls(**row)
+
+
+def steps_table(steps: list[StepRecord]) -> pa.Table:
+    """Steps as an Arrow table in :data:`STEP_SCHEMA`, built column by column (no per-step dict)."""
+    return pa.Table.from_arrays(
+        [pa.array([getattr(s, name) for s in steps], type=STEP_SCHEMA.field(name).type) for name in STEP_SCHEMA.names],
+        schema=STEP_SCHEMA,
+    )
 
 
 def _corrupt(path: Path, error: Exception) -> TrajectoryError:
@@ -459,7 +575,7 @@ class TrajectoryStore:
             return
         self.append_tables(
             pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA),
-            pa.Table.from_pylist([s.to_row() for s in steps], schema=STEP_SCHEMA),
+            steps_table(steps),
         )
 
     def append_tables(self, episodes: pa.Table, steps: pa.Table) -> None:

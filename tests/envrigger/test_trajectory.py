@@ -189,3 +189,49 @@ def test_malformed_jsonl_names_file_line_and_field_and_stores_nothing(tmp_path, 
     message = str(error.value)
     assert message.startswith(str(source)) and fragment.lower() in message.lower() and "\n" not in message
     assert sorted(p.name for p in (run.path / "episodes").iterdir()) == before
+
+
+def _general_json(value):
+    from envrigger.trajectory import to_jsonable
+
+    return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def test_the_recorders_fast_json_is_exactly_the_general_json():
+    """Recording takes a fast path for common values; stored text must be what json.dumps gives, byte for byte."""
+    import numpy as np
+
+    from envrigger.trajectory import dumps
+
+    rng = np.random.default_rng(7)
+    values = [0, -3, 2**70, 1.5, -0.0, 1e-7, 1e300, float("nan"), float("inf"), "é\n\"", True, None, (), [], {}, (1, 2.5, "x"),
+              {"b": 1, "a": [1, {"c": None}]}, {1: "int key"}, np.int64(-4), np.float32(0.1), np.bool_(True),
+              np.zeros((0, 3)), np.array(5), np.array(2.5), np.array([True, False]), np.array([1.0, np.nan]),
+              np.arange(10_000), np.array(["a", "b"])]  # fmt: skip
+    for dtype in (np.uint8, np.int16, np.int64, np.uint64, np.float16, np.float32, np.float64):
+        for shape in ((), (1,), (4,), (2, 3), (7, 7, 3), (2, 1, 2, 1)):
+            raw = rng.normal(0, 1e3, size=shape) if np.dtype(dtype).kind == "f" else rng.integers(0, 200, size=shape)
+            values.append(np.asarray(raw).astype(dtype))
+            values.append({"image": np.asarray(raw).astype(dtype), "direction": np.int64(2), "mission": "get the key"})
+    for value in values:
+        assert dumps(value) == _general_json(value), repr(value)
+
+
+def test_which_observations_are_stored_whole_is_a_documented_choice(tmp_path):
+    import numpy as np
+
+    from envrigger.trajectory import inline_observation
+
+    image = {"image": np.ones((7, 7, 3), dtype=np.uint8), "direction": 1, "mission": "go"}
+    assert inline_observation(np.array([0.5, 1.0])) == "[0.5,1.0]" and inline_observation(3) == "3"
+    assert inline_observation(image) is None  # 149 numbers: digest only, by default
+    assert inline_observation(image, "fit") == _general_json(image)  # its JSON fits 512 characters
+    assert inline_observation(np.zeros(600), "fit") is None and inline_observation(3, "none") is None
+    small = rollout("MiniGrid-Empty-5x5-v0", "random", episodes=2, out=tmp_path / "small")
+    fit = rollout("MiniGrid-Empty-5x5-v0", "random", episodes=2, out=tmp_path / "fit", store_obs="fit")
+    small_steps = [s for _, steps in small.iter_episode_steps() for s in steps]
+    fit_steps = [s for _, steps in fit.iter_episode_steps() for s in steps]
+    assert all(s.obs is None for s in small_steps) and all(s.obs is not None for s in fit_steps)
+    assert [s.obs_digest for s in small_steps] == [s.obs_digest for s in fit_steps]  # the digests are kept either way
+    with pytest.raises(TrajectoryError, match="store_obs"):
+        rollout("CartPole-v1", episodes=1, store_obs="most", out=tmp_path / "bad")
