@@ -166,6 +166,9 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._plain_action = _action_coercer(env.action_space)
+        # gym.make's own wrappers (time limit, order and API checks) as a route the plain path can take in one call.
+        self._route = _checked_route(env)
+        self._direct: tuple[Any, Any] | None = None
         self._segment: int | None = None
         self._segment_verdicts: list[Verdict] = []
 
@@ -289,7 +292,21 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             # Over until this step completes: an exception, or a second thread stepping at the same
             # time, finds the episode ended instead of continuing from a half-done step.
             self._mode = _OVER
-            obs, reward, terminated, truncated, info = self.env.step(action)
+            direct = self._direct
+            if direct is not None:
+                # What TimeLimit(OrderEnforcing(PassiveEnvChecker(env))) does once its checks have run: the
+                # harness enforces the order itself (no step before a reset), and keeps the time limit's count.
+                obs, reward, terminated, truncated, info = direct[0].step(action)
+                limiter = direct[1]
+                if limiter is not None:
+                    limiter._elapsed_steps = elapsed = limiter._elapsed_steps + 1
+                    if elapsed >= limiter._max_episode_steps:
+                        truncated = True
+            else:
+                obs, reward, terminated, truncated, info = self.env.step(action)
+                route = self._route
+                if route is not None and (route[2] is None or (route[2].checked_step and route[2].checked_data_reuse)):
+                    self._direct = (route[0], route[1])
             verdict = self._judge(obs, reward, terminated, truncated, info)
             if verdict is RUNNING and not (terminated or truncated):
                 self._mode = _PLAIN
@@ -470,6 +487,27 @@ def _action_coercer(space: gym.Space) -> Any:
     if isinstance(space, gym.spaces.Text):
         return _plain_text
     return None
+
+
+def _checked_route(env: gym.Env) -> tuple[Any, Any, Any] | None:
+    """``(inner, TimeLimit or None, PassiveEnvChecker or None)`` when ``env`` is ``inner`` under gym.make's own wrappers only.
+
+    Those wrappers change nothing once the checker has run and a reset has happened, apart from
+    the time limit's truncation, so the plain path steps ``inner`` and applies the limit itself.
+    """
+    from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
+
+    limiter = checker = None
+    node: Any = env
+    while type(node) in (TimeLimit, OrderEnforcing, PassiveEnvChecker):
+        if type(node) is TimeLimit:
+            if limiter is not None:
+                return None
+            limiter = node
+        elif type(node) is PassiveEnvChecker:
+            checker = node
+        node = node.env
+    return None if node is env else (node, limiter, checker)
 
 
 def _reshaping_wrapper(env: gym.Env) -> gym.Wrapper | None:

@@ -153,3 +153,35 @@ def test_an_agent_that_only_tries_blocked_actions_still_times_out_in_minigrid():
         if truncated:
             break
     assert t == limit and info["verdict"].reason == "timeout"
+
+
+def test_the_plain_path_steps_beneath_gym_makes_checks_and_keeps_its_time_limit_exactly():
+    """Without transforms the harness steps the env under TimeLimit/OrderEnforcing/PassiveEnvChecker itself."""
+    import gymnasium as gym
+    import numpy as np
+
+    base, harness = gym.make("CartPole-v1", max_episode_steps=30), envharness.wrap("CartPole-v1", max_episode_steps=30)
+    for seed in range(3):
+        a, b = base.reset(seed=seed)[0], harness.reset(seed=seed)[0]
+        assert np.array_equal(a, b)
+        for t in range(40):
+            got, want = harness.step(t % 2 if seed else 1 - t % 3 // 2), base.step(t % 2 if seed else 1 - t % 3 // 2)
+            assert np.array_equal(got[0], want[0]) and got[1:4] == want[1:4]
+            assert harness.env._elapsed_steps == base._elapsed_steps  # the time limit's own count is kept
+            if got[2] or got[3]:
+                assert got[4]["verdict"].reason in ("pole fell", "cart out of bounds", "timeout")
+                break
+    assert harness._direct is not None and harness._direct[0] is harness.unwrapped  # it did take the direct route
+
+    class Counting(gym.Wrapper):
+        steps = 0
+
+        def step(self, action):
+            Counting.steps += 1
+            return super().step(action)
+
+    mine = envharness.Harness(Counting(gym.make("CartPole-v1")))
+    mine.reset(seed=0)
+    for _ in range(5):
+        mine.step(0)
+    assert Counting.steps == 5  # a wrapper of the user's is never stepped around

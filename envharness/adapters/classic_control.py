@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -51,6 +52,8 @@ class ClassicControlAdapter(Adapter):
         self.physics_names = frozenset(self.physics)
         self._level: str | None = None
         self._values: tuple[float, ...] = ()
+        self._raw_values: Any = None  # the physics attributes as last read, before float()
+        self._read_physics: Any = None
         self._physics: dict[str, float] = {}
         self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
 
@@ -80,8 +83,14 @@ class ClassicControlAdapter(Adapter):
 
     def begin_episode(self) -> None:
         # A classic-control level is its physics; seeds vary only the initial state.
-        values = tuple(float(getattr(self.raw, attrs[0])) for attrs in self.physics.values())
-        if values != self._values:  # physics rarely changes between episodes: digest it once
+        read = self._read_physics
+        if read is None:
+            names = [attrs[0] for attrs in self.physics.values()]
+            read = self._read_physics = operator.attrgetter(*names) if names else (lambda raw: ())
+        raw_values = read(self.raw)
+        if raw_values != self._raw_values:  # physics rarely changes between episodes: digest it once
+            self._raw_values = raw_values
+            values = tuple(float(v) for v in (raw_values if isinstance(raw_values, tuple) else (raw_values,)))
             self._values = values
             self._physics = dict(zip(self.physics, values))
             self._level = _physics_digest(tuple(sorted(self._physics.items())))
