@@ -119,6 +119,12 @@ def collect(
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: all cores)."),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
+    batch: int = typer.Option(
+        1, "--batch", min=1, help="With --backend serial: play N episodes in lockstep, the policy acting for all in one call."
+    ),
+    store_obs: str = typer.Option(
+        "small", "--store-obs", help="Observations stored whole beside their digests: small (<= 64 numbers), fit (JSON <= 512 chars), none."
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
     episode_timeout: float = typer.Option(
@@ -159,6 +165,8 @@ def collect(
         episode_timeout=episode_timeout or None,
         flush_steps=flush_steps,
         ray_address=ray_address,
+        batch=batch,
+        store_obs=store_obs,
     )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
     errors = [e for e in store.episodes_table(["error"]).column("error").to_pylist()]

@@ -219,6 +219,33 @@ class TorchPolicy:
             mean, std = dist.mean[0].numpy(), dist.stddev[0].numpy()
             return mean if self.deterministic else mean + std * self.rng.standard_normal(mean.shape)
 
+    @staticmethod
+    def act_batch(policies: list[TorchPolicy], observations: list[Any], infos: list[dict[str, Any]]) -> list[Any]:
+        """Actions for several episodes in one forward pass; ``policies`` are copies of one policy, one per episode.
+
+        Each copy samples with its own generator, so every episode gets the action :meth:`act`
+        would have chosen for it.
+        """
+        import torch
+
+        first = policies[0]
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
+        with torch.no_grad():
+            x = torch.as_tensor(np.stack([first.features(obs) for obs in observations]))
+            dist = first.network.get_distribution(x).distribution
+            if first.discrete:
+                rows = dist.probs.numpy().astype(np.float64)
+                return [
+                    int(np.argmax(probs)) if policy.deterministic else int(policy.rng.choice(len(probs), p=probs / probs.sum()))
+                    for policy, probs in zip(policies, rows, strict=True)
+                ]
+            means, stds = dist.mean.numpy(), dist.stddev.numpy()
+            return [
+                mean if policy.deterministic else mean + std * policy.rng.standard_normal(mean.shape)
+                for policy, mean, std in zip(policies, means, stds, strict=True)
+            ]
+
 
 PPO_DEFAULTS: dict[str, Any] = {
     "n_envs": 8,

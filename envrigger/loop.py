@@ -290,6 +290,8 @@ def _rigger_round(
     """
     base = config.spec
     rng = np.random.default_rng([config.seed, number])
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
     policy = learner.policy()
     store = evidence.save(workdir / "evidence", base, policy.policy_id)
     recorded = len(evidence.episodes)
@@ -302,8 +304,10 @@ def _rigger_round(
         table = store.episodes_table(["episode_id", "length", "level_id"])
         fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
         collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
+    seconds["collect"], clock = time.perf_counter() - clock, time.perf_counter()
     diagnosis = diagnose(store)
     (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
+    seconds["diagnose"], clock = time.perf_counter() - clock, time.perf_counter()
     # A round that restarts after a crash sees the library as it was when the round began: what
     # its killed attempt admitted is validated again (and admitted again under the same id), so
     # a resumed run reports exactly what an uninterrupted one does.
@@ -317,6 +321,7 @@ def _rigger_round(
     mutations = [c for c in usable if c.origin == "mutation"][: config.candidates_per_round // 2]
     catalog = [c for c in usable if c.origin != "mutation"][: config.candidates_per_round - len(mutations)]
     candidates = catalog + mutations
+    seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
     validator = Validator(policy, base, workdir / "validate", config.validation())
     validation_levels: set[str] = set()
@@ -349,7 +354,9 @@ def _rigger_round(
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
+    seconds["validate"] = time.perf_counter() - clock
     return {
+        "seconds": seconds,
         "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
         "collected_success": diagnosis.success_rate,
         "findings": [f.name for f in diagnosis.findings[:5]],
@@ -501,7 +508,9 @@ def _run_loop(out: Path, config: LoopConfig | None, on_round: Callable[[dict], N
             else:
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
+            clock = time.perf_counter()
             trained = _train_arm(arm, specs, sampler, config, number, reserved, evidence)
+            seconds = {"train": time.perf_counter() - clock}
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
@@ -509,10 +518,14 @@ def _run_loop(out: Path, config: LoopConfig | None, on_round: Callable[[dict], N
                 spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
                 used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
                 used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
+                seconds.update(rigged.pop("seconds"))
                 summary.update(rigged)
             spent["total"] = spent["train"] + spent["collect"] + spent["validate"]
+            clock = time.perf_counter()
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
+            seconds["select"] = time.perf_counter() - clock
             summary["arms"][arm.name] = {"train": trained, "interaction": spent, "validation": scored}
+            summary.setdefault("stage_seconds", {})[arm.name] = seconds  # wall time by stage, like wall_time not stable
         summary["wall_time"] = time.perf_counter() - started
         for arm in arms:
             arm.learner.save(arm.path(out, number))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import cloudpickle
+import pyarrow as pa
 
 from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, load_file_module, user_modules
@@ -38,8 +39,10 @@ from envrigger.trajectory import (
     TrajectoryError,
     TrajectoryStore,
     dumps,
+    episodes_table,
     inline_observation,
     observation_digest,
+    steps_table,
 )
 
 BACKENDS = ("serial", "process", "ray")
@@ -192,31 +195,127 @@ def run_episode(
         >>> episode.length == len(steps), episode.reason in {"hole", "reached goal", "timeout"}
         (True, True)
     """
-    started = time.perf_counter()
-    adapter = getattr(env, "adapter", None)
-    steps: list[StepRecord] = []
-    total, verdict, level, level_id, error = 0.0, None, {}, None, None
-    try:
-        if hasattr(policy, "reset"):
-            policy.reset(seed)
-        obs, info = env.reset(seed=seed)
-        level, level_id = info.get("level", {}), info.get("level_id")
-        done, t = False, 0
-        while not done:
-            action = policy.act(obs, info)
-            obs, reward, terminated, truncated, info = env.step(action)
-            done = terminated or truncated
-            steps.append(step_record(episode_id, t, action, obs, reward, terminated, truncated, info, adapter, store_obs))
-            total += float(reward)
-            t += 1
-        verdict = info.get("verdict")
-    except Exception as exc:  # the env or the policy raised: record it, keep the run going
-        error = _one_line(exc)
-    policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
-    record = episode_record(
-        episode_id, spec_hash, spec_json, seed, policy_id, steps, total, verdict, level, level_id, error, time.perf_counter() - started
-    )
-    return record, steps
+    play = _Play(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+    act, advance = policy.act, play.advance
+    while not play.done:
+        try:
+            action = act(play.obs, play.info)
+        except Exception as exc:  # the policy raised: record it, keep the run going
+            play.fail(exc)
+            break
+        advance(action)
+    return play.record()
+
+
+class _Play:
+    """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
+
+    __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info")  # fmt: skip
+
+    def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
+        self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
+        self.spec_hash, self.spec_json, self.store_obs = spec_hash, spec_json, store_obs
+        self.started = time.perf_counter()
+        self.adapter = getattr(env, "adapter", None)
+        self.steps: list[StepRecord] = []
+        self.total, self.verdict, self.level, self.level_id, self.error = 0.0, None, {}, None, None
+        self.done, self.obs, self.info = False, None, {}
+        try:
+            if hasattr(policy, "reset"):
+                policy.reset(seed)
+            self.obs, self.info = env.reset(seed=seed)
+            self.level, self.level_id = self.info.get("level", {}), self.info.get("level_id")
+        except Exception as exc:  # the env or the policy raised: record it, keep the run going
+            self.fail(exc)
+
+    def advance(self, action: Any) -> None:
+        """Take the agent's ``action`` and record the step."""
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            steps = self.steps
+            steps.append(
+                step_record(self.episode_id, len(steps), action, obs, reward, terminated, truncated, info, self.adapter, self.store_obs)
+            )
+            self.total += float(reward)
+            self.obs, self.info = obs, info
+            if terminated or truncated:
+                self.verdict, self.done = info.get("verdict"), True
+        except Exception as exc:
+            self.fail(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        self.error, self.verdict, self.done = _one_line(exc), None, True
+
+    def record(self) -> tuple[EpisodeRecord, list[StepRecord]]:
+        policy = self.policy
+        policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
+        record = episode_record(
+            self.episode_id, self.spec_hash, self.spec_json, self.seed, policy_id, self.steps, self.total, self.verdict, self.level,
+            self.level_id, self.error, time.perf_counter() - self.started,
+        )  # fmt: skip
+        return record, self.steps
+
+
+def _batched(
+    envs: list[Any],
+    policies: list[Any],
+    tasks: list[tuple[int, int | None]],
+    emit: Callable,
+    spec_hash: str,
+    spec_json: str,
+    store_obs: str,
+    episode_timeout: float | None,
+) -> None:
+    """Play ``tasks`` on ``len(envs)`` envs in lockstep, the policy choosing every env's action in one call where it can.
+
+    A policy class with ``act_batch(policies, observations, infos)`` (the PPO learner's, a
+    deterministic SB3 model's) acts for all running episodes at once; any other policy acts
+    per episode. Each env has its own copy of the policy, reset with its episode's seed, so
+    the stored episodes are the ones the serial backend stores. An episode running longer than
+    ``episode_timeout`` is ended, between two steps, as ``timeout (wall)``.
+    """
+    queue = list(reversed(tasks))
+    slots: list[_Play | None] = [None] * len(envs)
+    act_batch = getattr(type(policies[0]), "act_batch", None)
+    while queue or any(slots):
+        for i, env in enumerate(envs):
+            while slots[i] is None and queue:
+                episode_id, seed = queue.pop()
+                play = _Play(env, policies[i], episode_id, seed, spec_hash, spec_json, store_obs)
+                if play.done:
+                    emit(*play.record())
+                else:
+                    slots[i] = play
+        live = [play for play in slots if play is not None]
+        if not live:
+            continue
+        actions = None
+        if act_batch is not None and len(live) > 1:
+            try:
+                actions = act_batch([p.policy for p in live], [p.obs for p in live], [p.info for p in live])
+            except Exception:
+                actions = None  # acted one by one below, so an error is recorded against its own episode
+        for k, play in enumerate(live):
+            if actions is not None:
+                play.advance(actions[k])
+            else:
+                try:
+                    play.advance(play.policy.act(play.obs, play.info))
+                except Exception as exc:
+                    play.fail(exc)
+            if not play.done and episode_timeout and time.perf_counter() - play.started > episode_timeout:
+                play.done = True
+                emit(
+                    _failed_episode(
+                        play.episode_id, play.seed, spec_hash, spec_json, f"the episode took more than {episode_timeout:g} s", WALL_TIMEOUT
+                    ),
+                    [],
+                )
+                slots[slots.index(play)] = None
+            elif play.done:
+                emit(*play.record())
+                slots[slots.index(play)] = None
 
 
 def step_record(
@@ -396,7 +495,8 @@ def _worker_main(conn: Any) -> None:
             conn.send(("ready", None))
         else:
             episode_id, seed = payload
-            conn.send(("done", run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)))
+            record, steps = run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+            conn.send(("done", (record, steps_table(steps))))  # columns pickle far faster than a list of records
     if env is not None:
         env.close()
 
@@ -605,10 +705,11 @@ class _RayWorker:
         self.policy = cloudpickle.loads(factory_bytes)(self.env)
         self.spec_hash, self.spec_json, self.store_obs = spec.hash(), spec_json, store_obs
 
-    def run(self, task: tuple[int, int | None]) -> tuple[EpisodeRecord, list[StepRecord]]:
+    def run(self, task: tuple[int, int | None]) -> tuple[EpisodeRecord, pa.Table]:
         if self.env is None:
             raise RuntimeError("this Ray worker was not set up")
-        return run_episode(self.env, self.policy, task[0], task[1], self.spec_hash, self.spec_json, self.store_obs)
+        record, steps = run_episode(self.env, self.policy, task[0], task[1], self.spec_hash, self.spec_json, self.store_obs)
+        return record, steps_table(steps)
 
 
 class _RayPool:
@@ -796,15 +897,18 @@ def _ray_backend(
 
 # -- front door --------------------------------------------------------------------------
 class _OrderedWriter:
-    """Buffers finished episodes and commits them to the store in episode order."""
+    """Buffers finished episodes and commits them to the store in episode order.
+
+    Steps arrive as records (serial) or as an Arrow table in ``STEP_SCHEMA`` (from workers).
+    """
 
     def __init__(self, store: TrajectoryStore, first_id: int, flush_steps: int, on_episode: Callable | None) -> None:
         self.store, self.next_id, self.flush_steps, self.on_episode = store, first_id, flush_steps, on_episode
-        self.done: dict[int, tuple[EpisodeRecord, list[StepRecord]]] = {}
-        self.batch: list[tuple[EpisodeRecord, list[StepRecord]]] = []
+        self.done: dict[int, tuple[EpisodeRecord, list[StepRecord] | pa.Table]] = {}
+        self.batch: list[tuple[EpisodeRecord, list[StepRecord] | pa.Table]] = []
         self.batch_steps = 0
 
-    def __call__(self, episode: EpisodeRecord, steps: list[StepRecord]) -> None:
+    def __call__(self, episode: EpisodeRecord, steps: list[StepRecord] | pa.Table) -> None:
         self.done[episode.episode_id] = (episode, steps)
         while self.next_id in self.done:
             item = self.done.pop(self.next_id)
@@ -821,7 +925,9 @@ class _OrderedWriter:
         if everything and self.done:
             self.batch += [self.done.pop(i) for i in sorted(self.done)]  # their ids leave a gap: the episodes never run
         if self.batch:
-            self.store.append([e for e, _ in self.batch], [s for _, steps in self.batch for s in steps])
+            records = [s for _, steps in self.batch if not isinstance(steps, pa.Table) for s in steps]
+            tables = [steps for _, steps in self.batch if isinstance(steps, pa.Table)]
+            self.store.append_tables(episodes_table([e for e, _ in self.batch]), pa.concat_tables([steps_table(records), *tables]))
             self.batch, self.batch_steps = [], 0
 
 
@@ -840,6 +946,7 @@ def rollout(
     episode_timeout: float | None = DEFAULT_EPISODE_TIMEOUT,
     ray_address: str | None = None,
     store_obs: str = "small",
+    batch: int = 1,
 ) -> TrajectoryStore:
     """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
 
@@ -865,6 +972,10 @@ def rollout(
         store_obs: which observations are stored whole beside their digests: ``small`` (at
             most 64 numbers and 512 characters of JSON), ``fit`` (any that fits 512
             characters) or ``none``; see :func:`~envrigger.trajectory.inline_observation`.
+        batch: on the serial backend, play this many episodes at once on as many envs, in
+            lockstep, so that a policy with ``act_batch`` (PPO's network, a deterministic SB3
+            model) chooses all their actions in one forward pass; the stored episodes are the
+            serial ones.
 
     Ctrl-C commits every episode that finished, then raises ``KeyboardInterrupt``; ids of
     episodes that never ran are left out. One collection at a time may write to ``out``.
@@ -876,6 +987,10 @@ def rollout(
     """
     if backend not in BACKENDS:
         raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
+    if batch < 1 or (batch > 1 and backend != "serial"):
+        raise TrajectoryError(
+            f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only"
+        )
     if store_obs not in STORE_OBS:
         raise TrajectoryError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
     spec = (
@@ -919,7 +1034,18 @@ def rollout(
     writer = _OrderedWriter(store, first, flush_steps, on_episode)
     interrupted, failed = False, True
     try:
-        if backend == "serial":
+        if backend == "serial" and batch > 1:
+            spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
+            extra = [spec.build(allow_imports=allowed) for _ in range(min(batch, len(tasks)) - 1)]
+            try:
+                envs = [probe, *extra]
+                _batched(
+                    envs, [instance, *(factory(env) for env in extra)], tasks, writer, spec_hash, spec_json, store_obs, episode_timeout
+                )
+            finally:
+                for env in extra:
+                    env.close()
+        elif backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
                 writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))

@@ -381,6 +381,11 @@ class StepRecord:
         return cls(**row)
 
 
+def episodes_table(episodes: list[EpisodeRecord]) -> pa.Table:
+    """Episodes as an Arrow table in :data:`EPISODE_SCHEMA`."""
+    return pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA)
+
+
 def steps_table(steps: list[StepRecord]) -> pa.Table:
     """Steps as an Arrow table in :data:`STEP_SCHEMA`, built column by column (no per-step dict)."""
     return pa.Table.from_arrays(
@@ -573,10 +578,7 @@ class TrajectoryStore:
         """Commit episodes and their steps as one new part (all or nothing)."""
         if not episodes:
             return
-        self.append_tables(
-            pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA),
-            steps_table(steps),
-        )
+        self.append_tables(episodes_table(episodes), steps_table(steps))
 
     def append_tables(self, episodes: pa.Table, steps: pa.Table) -> None:
         """:meth:`append` for Arrow tables in the two schemas (bulk writers); steps grouped by episode."""

@@ -53,6 +53,23 @@ class SB3Policy:
         action, _ = self.model.predict(obs, deterministic=self.deterministic)
         return int(action) if self.discrete else np.asarray(action)
 
+    @staticmethod
+    def act_batch(policies: list[SB3Policy], observations: list[Any], infos: list[dict[str, Any]]) -> list[Any]:
+        """One ``predict`` call for several episodes (``policies``: copies of one policy, one per episode).
+
+        Only a deterministic model predicts in one call: a sampling one is reseeded per episode
+        (:meth:`reset`), which a shared call cannot honour, so it acts episode by episode.
+        """
+        first = policies[0]
+        if not first.deterministic:
+            return [policy.act(obs, info) for policy, obs, info in zip(policies, observations, infos, strict=True)]
+        if isinstance(observations[0], dict):
+            stacked: Any = {key: np.stack([obs[key] for obs in observations]) for key in observations[0]}
+        else:
+            stacked = np.stack(observations)
+        actions, _ = first.model.predict(stacked, deterministic=True)
+        return [int(a) for a in actions] if first.discrete else [np.asarray(a) for a in actions]
+
     @classmethod
     def load(cls, path: str, env: Any = None) -> SB3Policy:
         """Load ``model.zip`` or ``ALGO:model.zip`` (the algorithm is tried in turn if not named)."""

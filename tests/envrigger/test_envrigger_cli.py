@@ -25,6 +25,15 @@ def test_collect_from_a_spec_file_with_workers(tmp_path, capsys):
     assert "success rate" in capsys.readouterr().out
 
 
+def test_collect_batched_with_digests_only(tmp_path):
+    assert (
+        cli("collect", "CartPole-v1", "-n", "6", "--backend", "serial", "--batch", "3", "--store-obs", "none", "-o", str(tmp_path / "r"))
+        == 0
+    )
+    steps = [s for _, steps in TrajectoryStore(tmp_path / "r").iter_episode_steps() for s in steps]
+    assert steps and all(s.obs is None and s.obs_digest for s in steps)
+
+
 def test_collect_appends_and_convert_round_trips_through_jsonl(tmp_path):
     run = tmp_path / "run"
     assert cli("collect", "FrozenLake-v1", "-n", "3", "--backend", "serial", "-o", str(run)) == 0
@@ -48,6 +57,9 @@ def test_collect_appends_and_convert_round_trips_through_jsonl(tmp_path):
         (["convert", "a", "b"], "one side must be"),
         (["convert", "nothing.jsonl", "run"], "no such file"),
         (["convert", "not-a-run", "out.jsonl"], "does not exist"),
+        (["collect", "CartPole-v1", "--batch", "4", "--backend", "process", "-o", "x"], "serial backend only"),
+        (["collect", "CartPole-v1", "--store-obs", "most", "-o", "x"], "store_obs"),
+        (["collect", "CartPole-v1", "--backend", "ray", "--ray-address", "no-port", "-o", "x"], "not a Ray address"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_code_2(args, fragment, tmp_path, monkeypatch, capsys):
