@@ -292,21 +292,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             # Over until this step completes: an exception, or a second thread stepping at the same
             # time, finds the episode ended instead of continuing from a half-done step.
             self._mode = _OVER
-            direct = self._direct
-            if direct is not None:
-                # What TimeLimit(OrderEnforcing(PassiveEnvChecker(env))) does once its checks have run: the
-                # harness enforces the order itself (no step before a reset), and keeps the time limit's count.
-                obs, reward, terminated, truncated, info = direct[0].step(action)
-                limiter = direct[1]
-                if limiter is not None:
-                    limiter._elapsed_steps = elapsed = limiter._elapsed_steps + 1
-                    if elapsed >= limiter._max_episode_steps:
-                        truncated = True
-            else:
-                obs, reward, terminated, truncated, info = self.env.step(action)
-                route = self._route
-                if route is not None and (route[2] is None or (route[2].checked_step and route[2].checked_data_reuse)):
-                    self._direct = (route[0], route[1])
+            obs, reward, terminated, truncated, info = self._base_step(action)
             verdict = self._judge(obs, reward, terminated, truncated, info)
             if verdict is RUNNING and not (terminated or truncated):
                 self._mode = _PLAIN
@@ -326,6 +312,25 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._busy = False
         self._left -= 1
         return self._conclude(obs, reward, terminated, truncated, info, verdict)
+
+    def _base_step(self, action: Any) -> tuple[Any, Any, bool, bool, Any]:
+        """The base env's step, as ``self.env.step`` gives it."""
+        direct = self._direct
+        if direct is not None:
+            # What TimeLimit(OrderEnforcing(PassiveEnvChecker(env))) does once its checks have run: the
+            # harness enforces the order itself (no step before a reset), and keeps the time limit's count.
+            obs, reward, terminated, truncated, info = direct[0].step(action)
+            limiter = direct[1]
+            if limiter is not None:
+                limiter._elapsed_steps = elapsed = limiter._elapsed_steps + 1
+                if elapsed >= limiter._max_episode_steps:
+                    truncated = True
+            return obs, reward, terminated, truncated, info
+        out = self.env.step(action)
+        route = self._route
+        if route is not None and (route[2] is None or (route[2].checked_step and route[2].checked_data_reuse)):
+            self._direct = (route[0], route[1])
+        return out
 
     def _conclude(self, obs: Any, reward: Any, terminated: bool, truncated: bool, info: Any, verdict: Verdict) -> tuple:
         """Time limit, endings and the verdict of a step whose base transition (if any) is done."""
@@ -384,7 +389,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             verdict = self._verdict
         else:
             blocked = None
-            obs, reward, base_term, base_trunc, info = self.env.step(action)
+            obs, reward, base_term, base_trunc, info = self._base_step(action)
             verdict = self._judge(obs, reward, base_term, base_trunc, info)
             info = dict(info)  # rules edit a copy: the base env and its wrappers may keep theirs
             base_term, base_trunc = bool(base_term), bool(base_trunc)

@@ -592,11 +592,17 @@ def _shared_pool() -> _Pool:
 
 @atexit.register
 def close_workers() -> None:
-    """End the process backend's worker processes now (they are otherwise kept for the next rollout, and end with this process)."""
+    """End the worker processes now: the process backend's, and the Ray actors and the local Ray this process started.
+
+    They are otherwise kept for the next rollout, and end with this process.
+    """
     global _POOL
     if _POOL is not None:
         _POOL.close()
         _POOL = None
+    ray_pool = globals().get("_RAY_POOL")
+    if ray_pool is not None and (ray_pool.actors or ray_pool.owned):
+        ray_pool.close()
 
 
 def _process_backend(

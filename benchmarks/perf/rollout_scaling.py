@@ -53,6 +53,27 @@ class Config:
     seed: int = 0
 
 
+def _burn(n: int) -> float:
+    start = time.perf_counter()
+    total = 0
+    for i in range(n):
+        total += i
+    return time.perf_counter() - start
+
+
+def two_process_ceiling(n: int = 20_000_000) -> float:
+    """What 2 processes of pure Python buy over 1 on this machine: the most 2 workers can give."""
+    import multiprocessing as mp
+
+    one = _burn(n)
+    with mp.get_context("spawn").Pool(2) as pool:
+        pool.map(_burn, [1000, 1000])  # started and warm
+        start = time.perf_counter()
+        pool.map(_burn, [n, n])
+        both = time.perf_counter() - start
+    return 2 * one / both
+
+
 def bare_loop(env_id: str, seeds: range, policy_seed: int) -> None:
     """What rollout does for each episode, minus the recording: the same env, policy and seeds."""
     env = envharness.wrap(env_id)
@@ -139,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = throughput[f"ray-{workers}"]["seconds"] / throughput[f"process-{workers}"]["seconds"]
             throughput[f"ray-{workers}"]["time_vs_process"] = ratio
             print(f"  ray with {workers} actor(s) takes {ratio:.2f}x the process pool's time for the same episodes")
+    ceiling = two_process_ceiling()
+    figures["two_process_ceiling"] = ceiling
+    print(f"  this machine's own ceiling: 2 processes of pure Python do {ceiling:.2f}x the work of 1 in the same time")
     figures["throughput"] = throughput
 
     if importlib.util.find_spec("stable_baselines3") is not None:
