@@ -219,6 +219,10 @@ class StateHandle(AdapterView):
         """Show ``path`` as if the agent had just viewed it (code-repair envs)."""
         self._edit("files", "open_file", path)
 
+    def play_walkthrough(self, share: float) -> int:
+        """Play the first ``share`` of the game's own winning commands (never the last); returns how many."""
+        return self._edit("walkthrough", "play_walkthrough", share)
+
     def observe(self) -> Any:
         """The base env's observation of its current (edited) state."""
         return self._target().observe()

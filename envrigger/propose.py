@@ -71,6 +71,9 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
         elif cls.__name__ == "FrozenLakeMap":
             out.extend(cls(add_holes=k) for k in (1, 2, 4))
             out.append(cls(add_holes=0, remove_holes=2))
+        elif cls.__name__ == "WalkthroughStart":
+            # Starts spread along the quest (a reverse curriculum), nearest the end first.
+            out.extend(cls(min_share=lo, max_share=hi) for lo, hi in ((0.5, 0.9), (0.0, 0.9), (0.25, 0.75), (0.0, 0.5)))
         elif cls.__name__ == "ActionSlip":
             out.extend(cls(p=p) for p in (0.05, 0.1, 0.2))
         elif cls.__name__ == "InitialStateNoise" and stats.get("condition"):
@@ -100,8 +103,8 @@ def _compatible(spec: HarnessSpec) -> bool:
         env.close()
 
 
-# Catalog reshapings that can make a level easier (a start nearer the goal, a nearer goal, fewer walls).
-EASING = frozenset({"MoveAgent", "MoveGoal", "RemoveWalls"})
+# Catalog reshapings that can make a level easier (a start nearer the goal or further along the quest, a nearer goal, fewer walls).
+EASING = frozenset({"MoveAgent", "MoveGoal", "RemoveWalls", "WalkthroughStart"})
 
 
 def propose(

@@ -40,6 +40,7 @@ from envharness.transforms import (
     TextHint,
     ToolCost,
     TruncateText,
+    WalkthroughStart,
     transform_from_spec,
 )
 from envharness.transforms.base import _bounds
@@ -54,6 +55,7 @@ EXAMPLES = [
     PhysicsParams(pole_length=0.8, gravity=12.0),
     InitialStateNoise(scale=0.05),
     ReplayPrefix(actions=[2, 2, 1]),
+    WalkthroughStart(min_share=0.25, max_share=0.75),
     BlockAction(actions=[0, 3], reason="blocked"),
     ActionSlip(p=0.2),
     StepBudget(max_steps=40),

@@ -38,6 +38,7 @@ CAPABILITIES = {
     "map": "edit the hole map",
     "physics": "change physical constants",
     "initial_state": "perturb the initial state",
+    "walkthrough": "play part of the game's own walkthrough",
     "state": "edit its state",
 }
 

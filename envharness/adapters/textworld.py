@@ -21,8 +21,9 @@ class TextWorldAdapter(Adapter):
     Level features: ``generator_level`` (the challenge's difficulty), ``quest_length`` (the
     game's walkthrough), ``commands_to_win`` (what is left of it when the agent starts: less
     after a replayed prefix), ``rooms``, ``objects`` and ``max_score``. Loop detection sees
-    the room and a digest of the game's facts. No state edits: :class:`~envharness.transforms.ReplayPrefix`
-    sets a game up by playing commands.
+    the room and a digest of the game's facts. The one edit is playing part of the game's own
+    walkthrough (:class:`~envharness.transforms.WalkthroughStart`); :class:`~envharness.transforms.ReplayPrefix`
+    sets a game up by playing given commands.
 
     Example:
         >>> import envharness
@@ -38,6 +39,7 @@ class TextWorldAdapter(Adapter):
     family = "textworld"
     # Where the games are cached changes neither the game nor what success means.
     neutral_kwargs = ("render_mode", "cache_dir")
+    capabilities = frozenset({"walkthrough"})
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
@@ -63,6 +65,14 @@ class TextWorldAdapter(Adapter):
             "objects": float(game.objects),
             "max_score": float(game.max_score),
         }
+
+    def play_walkthrough(self, share: float) -> int:
+        """Play the first ``share`` of the walkthrough, rounded down and never its last command; returns how many."""
+        raw = self.raw
+        count = min(int(share * len(raw.policy)), max(len(raw.policy) - 1, 0))
+        for _ in range(count):
+            raw._play(raw.policy[0])  # the walkthrough is re-read after every command
+        return count
 
     def level_id(self) -> str | None:
         game = self._game

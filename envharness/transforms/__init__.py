@@ -59,6 +59,7 @@ from envharness.transforms.state import (
     PhysicsParams,
     RemoveWalls,
     ReplayPrefix,
+    WalkthroughStart,
 )
 
 CATALOG: frozenset[type[Transform]] = frozenset(TRANSFORMS.values())
@@ -103,6 +104,7 @@ __all__ = [
     "ToolCost",
     "Transform",
     "TruncateText",
+    "WalkthroughStart",
     "get_transform",
     "register_transform",
     "transform_from_spec",

@@ -2,8 +2,9 @@
 
 Contains :class:`MoveGoal`, :class:`MoveAgent`, :class:`AddWalls`, :class:`RemoveWalls`,
 :class:`AddLava`, :class:`FrozenLakeMap`, :class:`PhysicsParams`,
-:class:`InitialStateNoise` and :class:`ReplayPrefix`. All but ``ReplayPrefix`` edit the
-base env through its adapter; ``ReplayPrefix`` only steps it, so it works on any env.
+:class:`InitialStateNoise`, :class:`WalkthroughStart` and :class:`ReplayPrefix`. All but
+``ReplayPrefix`` edit the base env through its adapter; ``ReplayPrefix`` only steps it, so
+it works on any env.
 """
 
 from __future__ import annotations
@@ -264,6 +265,52 @@ class InitialStateNoise(StateTransform):
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         adapter.perturb_initial_state(rng, self.scale)
+        return adapter.observe()
+
+
+@register_transform
+class WalkthroughStart(StateTransform):
+    """Start each episode part-way along the game's own walkthrough (text games): a reverse curriculum.
+
+    At reset it plays a share of the reference solver's winning commands, drawn uniformly
+    in ``[min_share, max_share]`` per episode and rounded down, and always leaves at least
+    the last command to the agent, so the game is never won for it. The commands played
+    are setup: the agent's clock starts after them, the game's own ``won``/``lost`` still
+    decides success, and the level id records the prefix, so such a start is never
+    mistaken for an original level.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/TextWorld-v0", WalkthroughStart(min_share=0.5, max_share=0.5), levels=[5], games_per_level=2)
+        >>> _, info = env.reset(seed=0)
+        >>> info["level"]["quest_length"], info["level"]["commands_to_win"]
+        (5.0, 3.0)
+    """
+
+    capability: ClassVar[str] = "walkthrough"
+    # A start nearer the end of the quest is the text-game counterpart of moving the agent nearer the goal.
+    targets: ClassVar[tuple[str, ...]] = ("timeout", "loop", "feature_region:commands_to_win", "feature_region:quest_length")
+
+    min_share: float = Field(0.0, ge=0.0, le=0.95, description="smallest share of the walkthrough played at reset")
+    max_share: float = Field(0.5, ge=0.0, le=0.95, description="largest share of the walkthrough played at reset")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Any:
+        if self.min_share > self.max_share:
+            raise ValueError(f"min_share ({self.min_share}) exceeds max_share ({self.max_share}); swap them")
+        return self
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        lo, hi = self.min_share, self.max_share
+        step = float(rng.choice((-0.1, 0.1)))
+        if rng.random() < 0.5:
+            lo = float(np.clip(round(lo + step, 2), 0.0, hi))
+        else:
+            hi = float(np.clip(round(hi + step, 2), lo, 0.95))
+        return type(self)(min_share=lo, max_share=hi)
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        adapter.play_walkthrough(float(rng.uniform(self.min_share, self.max_share)))
         return adapter.observe()
 
 

@@ -28,6 +28,7 @@ from envharness.transforms import (
     StepBudget,
     TextHint,
     TruncateText,
+    WalkthroughStart,
 )
 from envharness.verifier import Verdict
 
@@ -260,6 +261,46 @@ def test_a_replayed_prefix_is_setup_that_makes_another_level_and_a_winning_prefi
     assert started["level_id"] != info["level_id"] and started["level_id"].startswith(info["level_id"].split("+")[0] + "@")
     with pytest.raises(TransformError, match="ended at setup"):
         make(ReplayPrefix(actions=slots)).reset(seed=5)
+
+
+@needs_textworld
+@pytest.mark.parametrize("audit", [False, True])
+def test_a_walkthrough_start_is_setup_on_another_level_and_never_wins_for_the_agent(audit):
+    # The most a WalkthroughStart may play, on every game of the pool: the agent still has to win it.
+    for seed in range(16):
+        plain = make()
+        _, original = plain.reset(seed=seed)
+        env = Harness(make_base(ENV, **KWARGS), [WalkthroughStart(min_share=0.95, max_share=0.95)], audit=audit)
+        _, info = env.reset(seed=seed)
+        assert info["verdict"].success is False and not env.unwrapped.won
+        assert info["level"]["commands_to_win"] == 1 < original["level"]["commands_to_win"]
+        assert info["level_id"].startswith(original["level_id"].split("+")[0] + "@")
+        verdicts = solve_from_here(env, info)
+        assert len(verdicts) == 1 and verdicts[-1].success
+    # The agent's clock starts after the setup: the registered 50 steps are all the agent's.
+    env = make(WalkthroughStart(min_share=0.5, max_share=0.5))
+    env.reset(seed=3)
+    truncated_at = next(n for n in range(1, 60) if env.step(19)[3])  # slot 19 is empty: a wasted turn
+    assert truncated_at == 50
+
+
+@needs_textworld
+def test_a_walkthrough_start_draws_its_share_per_episode_from_the_seed():
+    env = make(WalkthroughStart(min_share=0.0, max_share=0.9))
+    left = [env.reset(seed=seed)[1]["level"]["commands_to_win"] / env.unwrapped.game.quest_length for seed in range(12)]
+    again = [env.reset(seed=seed)[1]["level"]["commands_to_win"] / env.unwrapped.game.quest_length for seed in range(12)]
+    assert left == again and len(set(left)) > 3 and min(left) < 0.5 and max(left) == 1.0
+
+
+def solve_from_here(env: Harness, info: dict) -> list[Any]:
+    """Play the rest of the game's walkthrough from the current state; the verdicts seen."""
+    verdicts, done = [], False
+    while not done:
+        command = env.unwrapped.policy[0]
+        _, _, terminated, truncated, info = env.step(env.unwrapped.commands.index(command))
+        verdicts.append(info["verdict"])
+        done = terminated or truncated
+    return verdicts
 
 
 @needs_textworld

@@ -153,3 +153,20 @@ def test_words_are_what_generalizes_across_games():
         "potato",
         "counter",
     ]
+
+
+@needs_textworld
+def test_an_agent_that_runs_out_of_time_in_text_games_is_offered_walkthrough_starts_first(tmp_path):
+    from envrigger.diagnose import diagnose
+    from envrigger.propose import propose
+    from envrigger.rollout import rollout
+
+    report = diagnose(rollout(SPEC, "random", seeds=range(40), out=tmp_path / "random", backend="serial"))
+    assert report.finding("timeout") is not None and report.success_rate < 0.2
+    proposals = propose(report, SPEC, np.random.default_rng(0), easing_first=True)
+    first = proposals[0].added[0]
+    assert first.name == "WalkthroughStart" and proposals[0].finding == "timeout"
+    # Every proposed start builds, leaves the agent a game to win, and is a level of its own.
+    env = proposals[0].spec.build()
+    _, info = env.reset(seed=0)
+    assert 1 <= info["level"]["commands_to_win"] <= info["level"]["quest_length"] and "@" in info["level_id"]

@@ -83,6 +83,8 @@ FAMILIES: dict[str, tuple[dict[str, Any], Any]] = {
     "envharness/GeneratedFrozenLake-v0": ({}, lambda raw, base, n: base[2] and raw.desc.flat[raw.s] == b"G" and base[1] > 0),
     "envharness/PhysicsCartPole-v0": ({}, lambda raw, base, n: _cartpole_won(raw, base, n, limit=200)),
     "Pendulum-v1": ({}, lambda raw, base, n: False),
+    # The game's own end, as the raw env read it from TextWorld right after the raw step.
+    "envharness/TextWorld-v0": ({"levels": [4], "games_per_level": 3}, lambda raw, base, n: base[2] and raw.won and base[4]["won"]),
 }
 TOOLS = ["list", "view", "replace", "run_tests", "submit"]
 
@@ -109,7 +111,7 @@ def _field_strategy(cls: type, name: str, field: Any, env: gym.Env) -> st.Search
         size = int(np.prod(env.observation_space.shape or (1,)))
         return st.lists(st.integers(0, size - 1), min_size=1, max_size=size, unique=True)
     if name == "field":
-        return st.sampled_from(["mission", "direction", "image"])
+        return st.sampled_from(["mission", "direction", "image", "text", "commands"])
     if name in ("tool", "tools"):
         return st.sampled_from(TOOLS) if name == "tool" else st.lists(st.sampled_from(TOOLS), min_size=1, max_size=2, unique=True)
     if name == "verbs":
@@ -208,7 +210,14 @@ def _check_episode(env_id: str, stack: list[Any], seed: int, slip: float) -> int
 
 # Families no reference solver plays (Fetch's missions are not goal tiles): they check that no success is invented.
 UNSOLVED = ("Pendulum-v1", "Acrobot-v1", "MiniGrid-Fetch-5x5-N2-v0")
-SLOW = {"envharness/CodeRepair-v0": 5, "CartPole-v1": 10, "envharness/PhysicsCartPole-v0": 10, "Acrobot-v1": 8, "MountainCar-v0": 8}
+SLOW = {
+    "envharness/TextWorld-v0": 10,
+    "envharness/CodeRepair-v0": 5,
+    "CartPole-v1": 10,
+    "envharness/PhysicsCartPole-v0": 10,
+    "Acrobot-v1": 8,
+    "MountainCar-v0": 8,
+}
 
 
 @pytest.mark.parametrize("env_id", sorted(FAMILIES))
@@ -238,7 +247,7 @@ def test_every_catalog_class_is_exercised_on_some_family():
     covered = {cls for env_id in FAMILIES if not env_id.startswith("envharness/") for cls in _catalog_for(env_id)}
     import envharness.envs  # noqa: F401
 
-    covered |= set(_catalog_for("envharness/CodeRepair-v0"))
+    covered |= set(_catalog_for("envharness/CodeRepair-v0")) | set(_catalog_for("envharness/TextWorld-v0"))
     assert covered == CATALOG - {Chain}, sorted(c.__name__ for c in CATALOG - {Chain} - covered)
 
 
