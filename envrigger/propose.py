@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import TRANSFORMS, Transform, transform_from_spec
+from envharness.transforms.base import _bounds
 from envrigger.diagnose import Diagnosis, Finding
 
 
@@ -52,7 +53,8 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
     """Up to ``n`` parameter settings of ``cls`` aimed at ``finding``.
 
     Region findings on a distance feature bracket the threshold (``goal_distance > 6`` gives
-    bands around 6); a failure's state condition (``pole_angle > 0.05``) sets the initial-state
+    bands around 6); on a physical constant they set it at the region's edge and further in
+    (``pole_length <= 0.4`` gives 0.4, 0.34 and 0.28); a failure's state condition (``pole_angle > 0.05``) sets the initial-state
     noise that starts episodes near it; count-like parameters step up from small values;
     everything else starts from the defaults and mutates within bounds.
     """
@@ -74,6 +76,12 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
         elif cls.__name__ == "WalkthroughStart":
             # Starts spread along the quest (a reverse curriculum), nearest the end first.
             out.extend(cls(min_share=lo, max_share=hi) for lo, hi in ((0.5, 0.9), (0.0, 0.9), (0.25, 0.75), (0.0, 0.5)))
+        elif cls.__name__ == "PhysicsParams" and stats.get("feature") in cls.model_fields and "threshold" in stats:
+            # A physics region where the agent fails: levels at its edge and further in, the other constants as the env draws them.
+            name, cut = str(stats["feature"]), float(stats["threshold"])
+            lo, hi = _bounds(cls.model_fields[name])
+            steps = (1.0, 0.85, 0.7) if stats.get("op") == "<=" else (1.1, 1.25, 1.4)
+            out.extend(cls(**{name: float(np.clip(round(cut * k, 4), lo, hi))}) for k in steps)
         elif cls.__name__ == "ActionSlip":
             out.extend(cls(p=p) for p in (0.05, 0.1, 0.2))
         elif cls.__name__ == "InitialStateNoise" and stats.get("condition"):

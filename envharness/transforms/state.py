@@ -221,6 +221,10 @@ class PhysicsParams(StateTransform):
     def values(self) -> dict[str, float]:
         return {k: v for k, v in self.model_dump().items() if v is not None}
 
+    def proposable(self, adapter: Any) -> bool:
+        # With no constant set it changes nothing: validating it would only spend rollouts.
+        return bool(self.values())
+
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         super().check(adapter, observation_space, action_space)
         unsupported = sorted(set(self.values()) - adapter.physics_names)

@@ -186,6 +186,37 @@ def test_propose_never_offers_a_step_budget_the_env_already_enforces(tmp_path):
     assert budgets(60) == []  # ...and not where the env already ends episodes sooner
 
 
+class ShakyBalancer:
+    """Pushes toward the pole's lean, but a random push 30% of the time: short poles fall, long ones mostly do not."""
+
+    policy_id = "shaky-balancer"
+
+    def reset(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, obs, info):
+        return int(obs[2] + 0.1 * obs[3] > 0) if self.rng.random() > 0.3 else int(self.rng.integers(2))
+
+
+def test_a_failing_physics_region_is_proposed_at_its_edge_and_further_in(tmp_path):
+    import envharness.envs  # noqa: F401  (registers PhysicsCartPole)
+
+    pole = HarnessSpec(env_id="envharness/PhysicsCartPole-v0", env_kwargs={"ranges": {"pole_length": [0.1, 0.7], "force": [8.0, 12.0]}})
+    report = diagnose(rollout(pole, ShakyBalancer(), seeds=range(80), out=tmp_path / "pole", backend="serial"))
+    region = report.finding("feature_region:pole_length")
+    assert region is not None and region.stats["op"] == "<=", [f.name for f in report.findings]
+    cut = region.stats["threshold"]
+    physics = [c for c in propose(report, pole, np.random.default_rng(0), per_finding=4) if c.added[0].name == "PhysicsParams"]
+    targeted = [c for c in physics if c.finding == region.name]
+    lengths = [c.added[0].params["pole_length"] for c in targeted]
+    assert lengths == [pytest.approx(cut * k, abs=1e-4) for k in (1.0, 0.85, 0.7)]
+    # The proposal fixes the failing constant only: the env still draws the others per level.
+    env = targeted[0].spec.build()
+    levels = [env.reset(seed=seed)[1]["level"] for seed in range(5)]
+    assert [level["pole_length"] for level in levels] == [pytest.approx(cut, abs=1e-4)] * 5
+    assert len({level["force"] for level in levels}) == 5
+
+
 def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
     from envrigger.propose import EASING
 
