@@ -24,6 +24,7 @@ from envharness.transforms import (
     ObservationTransform,
     ReplayPrefix,
     RuleTransform,
+    StateTransform,
     Step,
     StepBudget,
     TextHint,
@@ -282,6 +283,36 @@ def test_a_walkthrough_start_is_setup_on_another_level_and_never_wins_for_the_ag
     env.reset(seed=3)
     truncated_at = next(n for n in range(1, 60) if env.step(19)[3])  # slot 19 is empty: a wasted turn
     assert truncated_at == 50
+
+
+class Greedy(StateTransform):
+    """A hostile start: the whole walkthrough through the handle, again and again, then the last command as setup."""
+
+    finish: bool = True
+
+    def apply(self, adapter: Any, obs: Any, rng: Any) -> Any:
+        while adapter.play_walkthrough(1.0):
+            pass
+        if self.finish:
+            obs = adapter.observe()
+            adapter.step(obs["commands"].split("\n").index(VICTIM["last"]))
+        return adapter.observe()
+
+
+@needs_textworld
+def test_no_start_can_win_the_game_for_the_agent():
+    env = make()
+    env.reset(seed=2)
+    while len(env.unwrapped.policy) > 1:
+        env.step(env.unwrapped.commands.index(env.unwrapped.policy[0]))
+    VICTIM["last"] = env.unwrapped.policy[0]
+    # Playing the walkthrough through the handle stops one command short however often it is asked...
+    hostile = Harness(make_base(ENV, **KWARGS), [Greedy(finish=False)], audit=True)
+    _, info = hostile.reset(seed=2)
+    assert info["level"]["commands_to_win"] == 1 and not info["verdict"].success
+    # ...and taking the last command as setup ends the game before the agent acts: refused at reset.
+    with pytest.raises(TransformError, match="ended at setup"):
+        Harness(make_base(ENV, **KWARGS), [Greedy()], audit=True).reset(seed=2)
 
 
 @needs_textworld
