@@ -107,7 +107,10 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
         final = json.loads((seed_dir / "final.json").read_text())
         library = Library(seed_dir / "library.db", create=False)
         admitted = [
-            " + ".join(f"{t.name}({', '.join(f'{k}={v}' for k, v in t.params.items() if v is not None)})" for t in c.spec.transforms)
+            " + ".join(
+                f"{t.name}({', '.join(f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}' for k, v in t.params.items() if v is not None)})"
+                for t in c.spec.transforms
+            )
             + f" [round {c.round}, for {c.finding}]"
             for c in library.components()
         ]
