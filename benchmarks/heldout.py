@@ -291,10 +291,16 @@ def summary(entries: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    counts = sorted({len(e["result"]["seeds"]) for e in entries}) or [meta["seeds"]]
+    seeds = (
+        f"{counts[0]} master seeds per benchmark"
+        if len(counts) == 1
+        else "master seeds: " + ", ".join(f"{e['benchmark']['name']} {len(e['result']['seeds'])}" for e in entries)
+    )
     lines = [
         "# Held-out results",
         "",
-        f"{meta['seeds']} master seeds per benchmark; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
+        f"{seeds}; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
         f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
