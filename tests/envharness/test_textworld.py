@@ -278,6 +278,8 @@ def test_a_walkthrough_start_is_setup_on_another_level_and_never_wins_for_the_ag
         assert info["level_id"].startswith(original["level_id"].split("+")[0] + "@")
         verdicts = solve_from_here(env, info)
         assert len(verdicts) == 1 and verdicts[-1].success
+        plain.close()
+        env.close()
     # The agent's clock starts after the setup: the registered 50 steps are all the agent's.
     env = make(WalkthroughStart(min_share=0.5, max_share=0.5))
     env.reset(seed=3)
