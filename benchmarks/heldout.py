@@ -2,7 +2,7 @@
 
 Each benchmark is one JSON file (:class:`Benchmark`): the base env spec, the learner and
 its parameters, the arms, rounds and training steps per round, and the episode counts.
-For each benchmark this runs ``envrigger run --seeds N`` (:func:`envrigger.loop.run_seeds`)
+For each benchmark this runs ``envrigger run --seeds N`` (:func:`envrigger.loop.run_many`)
 in ``OUT/NAME``: the arms train at equal steps on the same fresh levels; held-out and
 validation levels are disjoint from every level trained on; each arm's round is picked
 on validation levels and evaluated once on the held-out levels. Every arm x seed x
@@ -14,10 +14,11 @@ solved held-out level and its change, env steps per arm, wall time, versions and
 facts) and ``OUT/NAME.png`` (validation-level success per round against training steps,
 mean and 95% band across seeds, with the final held-out result at the end).
 
-Run: ``python benchmarks/heldout.py [--only NAME ...] [--seeds 5] [-o results/heldout]``; the
-report covers every finished benchmark in ``OUT`` (``--report`` rebuilds it without training);
-``--quick`` (tiny budgets, 2 seeds, into ``results/heldout-quick``) is a smoke test of the
-whole pipeline, not a result.
+Run: ``python benchmarks/heldout.py [--only NAME ...] [--seeds 5] [--jobs 2] [-o results/heldout]``;
+``--jobs`` master seeds train at once, each in its own process (the results are the same
+for any ``--jobs``). The report covers every finished benchmark in ``OUT`` (``--report``
+rebuilds it without training); ``--quick`` (tiny budgets, 2 seeds, into
+``results/heldout-quick``) is a smoke test of the whole pipeline, not a result.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
-from envrigger.loop import ARMS, LoopConfig, _interval, across_seeds, run_seeds
+from envrigger.loop import ARMS, LoopConfig, SeedsRun, _interval, across_seeds, run_many
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {
@@ -138,11 +139,18 @@ def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def run_benchmark(benchmark: Benchmark, out: Path, seeds: int, quick: bool, log: Any = print) -> None:
-    """Train and evaluate every arm x seed of one benchmark in ``OUT/NAME`` (continuing what is already there)."""
-    where = out / benchmark.name
-    resume = (where / "seeds.json").is_file()
-    run_seeds(where, None if resume else benchmark.config(quick), seeds, log=lambda m: log(f"[{benchmark.name}] {m}"))
+def run_benchmarks(benchmarks: list[Benchmark], out: Path, seeds: int, quick: bool, jobs: int = 1, log: Any = print) -> None:
+    """Train and evaluate every arm x seed of these benchmarks in ``OUT/NAME`` (continuing what is already there).
+
+    ``jobs`` master seeds train at once, each in its own process, seed 0 of every
+    benchmark first (:func:`envrigger.loop.run_many`); a seed's result does not depend on ``jobs``.
+    """
+    runs = []
+    for benchmark in benchmarks:
+        where = out / benchmark.name
+        resume = (where / "seeds.json").is_file()
+        runs.append(SeedsRun(out=where, config=None if resume else benchmark.config(quick), seeds=seeds, label=f"[{benchmark.name}] "))
+    run_many(runs, jobs, log=log)
 
 
 def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
@@ -259,7 +267,7 @@ def summary(entries: list[dict[str, Any]]) -> list[str]:
     """One row per benchmark: held-out success of each arm, the paired gains, steps and spend."""
     lines = [
         "| benchmark | original | dr | plr | rigger | rigger − original (95% CI) | rigger − dr | rigger − plr | "
-        "steps per solved level vs original | rigger env steps ÷ original | wall time (loop, all seeds) |",
+        "steps per solved level vs original | rigger env steps ÷ original | loop time (sum over seeds) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for entry in entries:
@@ -305,8 +313,14 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
         "Held-out success is the share of held-out levels solved (the original env's verifier), mean across master seeds; "
-        "gains are in points, paired by seed, with a 95% t interval across seeds.",
+        "gains are in points, paired by seed, with a 95% t interval across seeds. Loop times are each seed's own, summed; "
+        "seeds that trained at once (`--jobs`) shared the cores.",
         "",
+        *(
+            [f"This call trained with --jobs {meta['jobs']} and took {meta['wall_time_this_call'] / 60:.1f} min, report included.", ""]
+            if meta.get("trained")
+            else []
+        ),
         *summary(entries),
         "",
     ]
@@ -365,15 +379,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test of the pipeline, not a result")
     parser.add_argument("-o", "--out", type=Path, default=None, help="results directory (default results/heldout[-quick])")
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="master seeds trained at once, each in its own process (default: 2, or 1 on one core); results do not depend on it",
+    )
+    parser.add_argument(
         "--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT"
     )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs: got {args.jobs}; give 1 or more processes")
     out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
     seeds = args.seeds or (2 if args.quick else 5)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    for benchmark in [] if args.report else load_suite(only=args.only):
-        run_benchmark(benchmark, out, seeds, args.quick)
+    if not args.report:
+        run_benchmarks(load_suite(only=args.only), out, seeds, args.quick, args.jobs)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
     for benchmark in load_suite():
@@ -386,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "versions": _versions(),
         "wall_time_this_call": time.perf_counter() - started,
+        "jobs": args.jobs,
+        "trained": not args.report,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
     }

@@ -376,6 +376,13 @@ def run_command(
     seeds: int = typer.Option(
         1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."
     ),
+    jobs: int = typer.Option(
+        1,
+        "--jobs",
+        "-j",
+        min=1,
+        help="With --seeds: master seeds trained at once, each in its own process (results do not depend on it).",
+    ),
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
@@ -387,7 +394,7 @@ def run_command(
     runs once per master seed (in RUN_DIR/seed-S) and the result is the mean held-out
     success per arm with a 95% interval across seeds and paired differences.
 
-    Example: envrigger run MiniGrid-DoorKey-8x8-v0 --learner ppo --arms original,dr,plr,rigger --seeds 5 -o runs/doorkey
+    Example: envrigger run MiniGrid-DoorKey-8x8-v0 --learner ppo --arms original,dr,plr,rigger --seeds 5 --jobs 2 -o runs/doorkey
     """
     from pydantic import ValidationError
 
@@ -432,7 +439,8 @@ def run_command(
     target = output or resume
     log = lambda m: console.print(f"[dim]{m}[/dim]")  # noqa: E731
     if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
-        result = run_seeds(target, config, seeds, log=log, on_round=_show_round)
+        # Seeds in processes of their own print their own round lines; the console's log closure stays here.
+        result = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
         _show_across_seeds(target, result)
         return
     result = run_loop(target, config, on_round=_show_round, log=log)

@@ -2,7 +2,7 @@
 
 Contains :class:`LoopConfig`, :class:`LevelSplit` (level-disjoint validation and held-out
 sets), :func:`evaluate`, :func:`run_loop`, and for claims across training seeds
-:func:`run_seeds` and :func:`across_seeds`.
+:func:`run_seeds` (several at once: :func:`run_many`) and :func:`across_seeds`.
 
 Arms (``LoopConfig.arms``), each a learner trained from the same initial weights for the
 same number of steps per round:
@@ -62,7 +62,19 @@ from envrigger.validate import ValidationConfig, Validator
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 ARMS = ("original", "dr", "plr", "rigger")
-__all__ = ["ARMS", "LEARNERS", "Curriculum", "LevelSplit", "LoopConfig", "across_seeds", "evaluate", "run_loop", "run_seeds"]
+__all__ = [
+    "ARMS",
+    "LEARNERS",
+    "Curriculum",
+    "LevelSplit",
+    "LoopConfig",
+    "SeedsRun",
+    "across_seeds",
+    "evaluate",
+    "run_loop",
+    "run_many",
+    "run_seeds",
+]
 
 
 class LoopConfig(BaseModel):
@@ -678,44 +690,140 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+class SeedsRun(BaseModel):
+    """One multi-seed run for :func:`run_many`: its directory, its config (None resumes it), master seeds, a log label."""
+
+    out: Path
+    config: LoopConfig | None = None
+    seeds: int = Field(1, ge=1)
+    label: str = ""
+
+
 def run_seeds(
     out: str | Path,
     config: LoopConfig | None,
     seeds: int = 1,
     on_round: Callable[[dict], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
+    jobs: int = 1,
 ) -> dict[str, Any]:
     """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
 
     Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains every arm's
     learner from scratch, so their spread is what an interval across training seeds needs.
+    With ``jobs`` > 1, that many seeds train at once, each in its own process (see
+    :func:`run_many`); every seed's result is the same as when the seeds run one by one.
     """
-    out = Path(out)
-    with _writer(out):
-        return _run_seeds(out, config, seeds, on_round, log)
+    return run_many([SeedsRun(out=Path(out), config=config, seeds=seeds)], jobs, on_round, log)[0]
 
 
-def _run_seeds(
-    out: Path, config: LoopConfig | None, seeds: int, on_round: Callable[[dict], None] | None, log: Callable[[str], None]
-) -> dict[str, Any]:
+def run_many(
+    runs: list[SeedsRun],
+    jobs: int = 1,
+    on_round: Callable[[dict], None] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+) -> list[dict[str, Any]]:
+    """Run (or resume) several multi-seed runs, ``jobs`` master seeds at a time; returns each run's :func:`across_seeds`.
+
+    With ``jobs`` = 1 the seeds run here, one after another. Otherwise each seed is a fresh
+    process (``spawn``, like a separate ``envrigger run``), started in seed order across the
+    runs (seed 0 of every run first), so a result is the same whatever ``jobs`` is; their
+    log lines carry the run's label and the seed, and ``on_round`` must then be a module-level
+    function (it is called in the seed's process). A seed that fails does not stop the
+    others already running; once they end, the error names every failed seed, and calling
+    again resumes where each stopped.
+    """
+    if jobs < 1:
+        raise TrajectoryError(f"--jobs: got {jobs}; give 1 or more processes")
+    with contextlib.ExitStack() as stack:
+        plans = []
+        for run in runs:
+            stack.enter_context(_writer(run.out))
+            plans.append((run, *_plan_seeds(run.out, run.config, run.seeds)))
+        tasks = []  # (directory, config for a new loop or None to resume, label), seed-major
+        for offset in range(max(seeds for _, _, seeds in plans)):
+            for run, config, seeds in plans:
+                if offset < seeds:
+                    seed, where = config.seed + offset, run.out / f"seed-{config.seed + offset}"
+                    fresh = None if (where / "loop.json").is_file() else config.model_copy(update={"seed": seed})
+                    tasks.append((where, fresh, f"{run.label}master seed {seed}: "))
+        if jobs == 1:
+            for where, fresh, label in tasks:
+                log(f"{label}{where}")
+                run_loop(where, fresh, on_round=on_round, log=_prefixed(log, label))
+        else:
+            _parallel(tasks, jobs, on_round, log)
+        results = []
+        for run, config, seeds in plans:
+            finals = {
+                seed: {"final": json.loads((run.out / f"seed-{seed}" / "final.json").read_text())}
+                for seed in range(config.seed, config.seed + seeds)
+            }
+            result = across_seeds(finals)
+            _save_json(run.out / "result.json", result)
+            results.append(result)
+        return results
+
+
+def _prefixed(log: Callable[[str], None], label: str) -> Callable[[str], None]:
+    return lambda message: log(label + message)
+
+
+def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopConfig, int]:
+    """The config and seed count of the multi-seed run in ``out``: saved in ``seeds.json`` when new, read back when resumed."""
     plan = out / "seeds.json"
     if config is None:
         if not plan.is_file():
             raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
         saved = json.loads(plan.read_text())
-        config, seeds = LoopConfig.model_validate(saved["config"]), int(saved["seeds"])
-    elif plan.is_file():
+        return LoopConfig.model_validate(saved["config"]), int(saved["seeds"])
+    if plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
-    else:
-        LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
-        out.mkdir(parents=True, exist_ok=True)
-        _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
-    runs: dict[int, dict[str, Any]] = {}
-    for seed in range(config.seed, config.seed + seeds):
-        where = out / f"seed-{seed}"
-        log(f"master seed {seed}: {where}")
-        started = (where / "loop.json").is_file()
-        runs[seed] = run_loop(where, None if started else config.model_copy(update={"seed": seed}), on_round=on_round, log=log)
-    result = across_seeds(runs)
-    _save_json(out / "result.json", result)
-    return result
+    LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
+    return config, seeds
+
+
+def _seed_process(where: str, fresh: str | None, label: str, on_round: Callable[[dict], None] | None) -> None:
+    """One master seed in its own process: the loop in ``where``, its log lines on stdout with ``label``."""
+    config = None if fresh is None else LoopConfig.model_validate_json(fresh)
+    run_loop(where, config, on_round=on_round, log=lambda m: print(label + m, flush=True))
+
+
+def _parallel(tasks: list[tuple[Path, LoopConfig | None, str]], jobs: int, on_round: Any, log: Callable[[str], None]) -> None:
+    """Run every task in a process of its own, at most ``jobs`` at once; raise naming the seeds that failed."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("spawn")
+    waiting, failed = list(tasks), list[str]()
+    running: dict[Any, tuple[Any, Path]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < jobs and not failed:
+                where, fresh, label = waiting.pop(0)
+                log(f"{label}{where} (in a process of its own)")
+                process = context.Process(
+                    target=_seed_process,
+                    args=(str(where), None if fresh is None else fresh.model_dump_json(), label, on_round),
+                    name=f"envrigger {where}",
+                )
+                process.start()
+                running[process.sentinel] = (process, where)
+            if not running:
+                break
+            for sentinel in wait(list(running)):
+                process, where = running.pop(sentinel)
+                process.join()
+                if process.exitcode != 0:
+                    failed.append(f"{where} (exit code {process.exitcode})")
+    finally:
+        for process, _ in running.values():  # interrupted: a seed is resumable, so stop the rest
+            process.terminate()
+            process.join()
+    if failed:
+        raise TrajectoryError(
+            f"{len(failed)} master seed(s) failed: {'; '.join(failed)}; their errors are in the log above; "
+            "run the same command again to resume every unfinished seed"
+        )

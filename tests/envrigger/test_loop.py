@@ -531,6 +531,64 @@ def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_p
     assert run_seeds(tmp_path / "multi", None) == result  # a finished multi-seed run resumes to the same result
 
 
+def test_seeds_in_parallel_processes_give_the_same_result_as_one_by_one(tmp_path):
+    from envrigger.loop import SeedsRun, run_many, run_seeds
+
+    config = LoopConfig(**{**SMALL, "rounds": 1, "candidates_per_round": 1, "collect_episodes": 20, "eval_episodes": 20})
+    alone = run_seeds(tmp_path / "alone", config, seeds=3)
+    lake8 = config.model_copy(update={"spec": HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})})
+    runs = [SeedsRun(out=tmp_path / "together", config=config, seeds=3), SeedsRun(out=tmp_path / "other", config=lake8, seeds=1)]
+    together, other = run_many(runs, jobs=2)
+    assert together == alone  # same held-out success, rounds and spend per arm and seed
+    for seed in range(3):
+        assert (tmp_path / "together" / f"seed-{seed}" / "final.json").read_text() == (
+            tmp_path / "alone" / f"seed-{seed}" / "final.json"
+        ).read_text()
+    assert (
+        other["seeds"] == [0]
+        and json.loads((tmp_path / "other" / "seed-0" / "loop.json").read_text())["spec"]["env_kwargs"]["map_name"] == "8x8"
+    )
+
+
+def test_the_cli_runs_seeds_at_once_and_labels_each_seeds_lines(tmp_path):
+    args = ["--learner", "qlearning", "--allow-seen-levels", "--rounds", "1", "--budget-steps", "2000", "--collect-episodes", "10"]
+    args += ["--eval-episodes", "10", "--val-episodes", "10", "--candidates", "1", "--backend", "serial", "--seeds", "2", "--jobs", "2"]
+    out = subprocess.run(
+        [sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", *args, "-o", str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr
+    for seed in (0, 1):
+        assert f"master seed {seed}: round 1: training the rigger arm" in out.stdout
+        assert (tmp_path / "cli" / f"seed-{seed}" / "final.json").is_file()
+    assert json.loads((tmp_path / "cli" / "result.json").read_text())["seeds"] == [0, 1]
+    refused = subprocess.run(
+        [sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", "--jobs", "0", "-o", str(tmp_path / "zero")],
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and "--jobs" in refused.stderr and not (tmp_path / "zero").exists()
+
+
+def test_a_failing_seed_in_parallel_is_named_and_the_others_finish_and_resume(tmp_path):
+    from envrigger.loop import run_seeds
+
+    config = LoopConfig(**{**SMALL, "rounds": 1, "candidates_per_round": 1, "collect_episodes": 20, "eval_episodes": 20})
+    multi = tmp_path / "multi"
+    multi.mkdir()
+    (multi / "seed-1").write_text("not a directory")  # this seed's run cannot start
+    with pytest.raises(TrajectoryError, match=r"1 master seed\(s\) failed: .*seed-1 \(exit code 1\).*run the same command again"):
+        run_seeds(multi, config, seeds=2, jobs=2)
+    assert (multi / "seed-0" / "final.json").is_file()  # the other seed ran to the end
+    (multi / "seed-1").unlink()
+    result = run_seeds(multi, None, jobs=2)  # resumes: seed 0 is read back, seed 1 runs
+    assert result["seeds"] == [0, 1] and (multi / "seed-1" / "final.json").is_file()
+    with pytest.raises(TrajectoryError, match="--jobs: got 0"):
+        run_seeds(multi, None, jobs=0)
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
