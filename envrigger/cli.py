@@ -374,7 +374,11 @@ def run_command(
     ),
     seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
     seeds: int = typer.Option(
-        1, "--seeds", min=1, max=100, help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds."
+        1,
+        "--seeds",
+        min=1,
+        max=100,
+        help="Master seeds (seed .. seed+N-1), one loop each, for intervals across seeds; with --resume, a larger N adds seeds.",
     ),
     jobs: int = typer.Option(
         1,

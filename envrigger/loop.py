@@ -711,6 +711,7 @@ def run_seeds(
 
     Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains every arm's
     learner from scratch, so their spread is what an interval across training seeds needs.
+    Resuming (``config`` None) with a larger ``seeds`` adds the next master seeds to the run.
     With ``jobs`` > 1, that many seeds train at once, each in its own process (see
     :func:`run_many`); every seed's result is the same as when the seeds run one by one.
     """
@@ -770,13 +771,18 @@ def _prefixed(log: Callable[[str], None], label: str) -> Callable[[str], None]:
 
 
 def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopConfig, int]:
-    """The config and seed count of the multi-seed run in ``out``: saved in ``seeds.json`` when new, read back when resumed."""
+    """The config and seed count of the multi-seed run in ``out``: saved in ``seeds.json`` when new, read back when resumed.
+
+    Resuming with more ``seeds`` than the run was started with extends it by the next master seeds; fewer never shrinks it.
+    """
     plan = out / "seeds.json"
     if config is None:
         if not plan.is_file():
             raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
         saved = json.loads(plan.read_text())
-        return LoopConfig.model_validate(saved["config"]), int(saved["seeds"])
+        if seeds > int(saved["seeds"]):  # asked for more master seeds than the run has: add the next ones
+            _save_json(plan, {**saved, "seeds": seeds})
+        return LoopConfig.model_validate(saved["config"]), max(seeds, int(saved["seeds"]))
     if plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
     LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written

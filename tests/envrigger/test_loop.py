@@ -550,6 +550,19 @@ def test_seeds_in_parallel_processes_give_the_same_result_as_one_by_one(tmp_path
     )
 
 
+def test_resuming_with_more_seeds_adds_the_next_ones_and_keeps_the_finished(tmp_path):
+    from envrigger.loop import run_seeds
+
+    config = LoopConfig(**{**SMALL, "rounds": 1, "candidates_per_round": 1, "collect_episodes": 20, "eval_episodes": 20})
+    first = run_seeds(tmp_path / "multi", config, seeds=2)
+    kept = {seed: (tmp_path / "multi" / f"seed-{seed}" / "final.json").stat().st_mtime_ns for seed in (0, 1)}
+    more = run_seeds(tmp_path / "multi", None, seeds=3)
+    assert first["seeds"] == [0, 1] and more["seeds"] == [0, 1, 2]
+    assert {seed: (tmp_path / "multi" / f"seed-{seed}" / "final.json").stat().st_mtime_ns for seed in (0, 1)} == kept
+    assert json.loads((tmp_path / "multi" / "seeds.json").read_text())["seeds"] == 3
+    assert run_seeds(tmp_path / "multi", None, seeds=1) == more  # asking for fewer never drops finished seeds
+
+
 def test_the_cli_runs_seeds_at_once_and_labels_each_seeds_lines(tmp_path):
     args = ["--learner", "qlearning", "--allow-seen-levels", "--rounds", "1", "--budget-steps", "2000", "--collect-episodes", "10"]
     args += ["--eval-episodes", "10", "--val-episodes", "10", "--candidates", "1", "--backend", "serial", "--seeds", "2", "--jobs", "2"]
