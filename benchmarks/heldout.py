@@ -71,6 +71,8 @@ class Benchmark(BaseModel):
     eval_episodes: int = 200
     val_episodes: int = 100
     candidates_per_round: int = 4
+    transfer_steps: int = 0
+    transfer_episodes: int = 40
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:

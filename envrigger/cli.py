@@ -367,6 +367,13 @@ def run_command(
     eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
     val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
     candidates: int = typer.Option(4, "--candidates", min=1, help="Candidates validated per round."),
+    transfer_steps: int = typer.Option(
+        0,
+        "--transfer-steps",
+        min=0,
+        help="Transfer gate (off at 0): admit a candidate only if a copy of the learner fine-tuned N steps on it and the "
+        "original env beats a copy fine-tuned N steps on the original env alone, on fresh original-env levels.",
+    ),
     allow_seen_levels: bool = typer.Option(
         False,
         "--allow-seen-levels",
@@ -425,6 +432,7 @@ def run_command(
                 eval_episodes=eval_episodes,
                 val_episodes=val_episodes,
                 candidates_per_round=candidates,
+                transfer_steps=transfer_steps,
                 allow_seen_levels=allow_seen_levels,
                 seed=seed,
                 workers=workers,

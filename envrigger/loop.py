@@ -28,6 +28,7 @@ first unfinished round without losing admitted components or completed rounds.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import time
@@ -58,9 +59,10 @@ from envrigger.mixture import (
 from envrigger.propose import propose
 from envrigger.rollout import rollout
 from envrigger.trajectory import DirectoryLock, TrajectoryError
-from envrigger.validate import ValidationConfig, Validator
+from envrigger.validate import GateResult, ValidationConfig, Validator
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
+TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
 ARMS = ("original", "dr", "plr", "rigger")
 __all__ = [
     "ARMS",
@@ -105,6 +107,15 @@ class LoopConfig(BaseModel):
     min_rollouts: int = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
     max_rollouts: int = Field(80, ge=5, le=9_999)
     candidate_timeout_s: float = Field(300.0, gt=0)
+    transfer_steps: int = Field(
+        0,
+        ge=0,
+        description="with N > 0, the transfer gate: a candidate that passed every other gate is admitted only if a copy of "
+        "the learner fine-tuned N steps on the original env and the candidate (half each) then solves more fresh levels "
+        "of the original env than a copy fine-tuned N steps on the original env alone; the copies are thrown away, and "
+        "their steps count as the rigger arm's `transfer` interaction",
+    )
+    transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
 
     @field_validator("learner")
     @classmethod
@@ -346,9 +357,16 @@ def _rigger_round(
     )
     admitted: list[Any] = []
     rejected: dict[str, int] = {}
-    for candidate in candidates:
+    transfer_steps, transfer_levels = 0, set[str]()
+    for index, candidate in enumerate(candidates):
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
         result = validator.validate(candidate, validation_seeds, current)
+        if result.passed and config.transfer_steps:
+            gate, steps, levels = _transfer_gate(workdir / f"transfer-{index}", config, learner, candidate.spec, number, index, reserved)
+            transfer_steps, transfer_levels = transfer_steps + steps, transfer_levels | levels
+            result.gates.append(gate)
+            result.passed = gate.passed
+            log(f"round {number}: transfer gate {'passed' if gate.passed else 'failed'}: {gate.detail}")
         if result.passed:
             component = library.admit(
                 candidate.spec,
@@ -377,9 +395,63 @@ def _rigger_round(
         "rejected_by": rejected,
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,
+        "transfer_steps": transfer_steps,
         "collect_levels": collect_levels,
         "validate_levels": validation_levels,
+        "transfer_levels": transfer_levels,
     }
+
+
+def _transfer_gate(
+    workdir: Path, config: LoopConfig, learner: Any, candidate: HarnessSpec, number: int, index: int, reserved: set[str]
+) -> tuple[GateResult, int, set[str]]:
+    """Does training on ``candidate`` help on the original env? Fine-tune two copies of ``learner`` and compare them there.
+
+    Both copies start from the learner's weights, train ``transfer_steps`` from the same
+    seed on the same stream of fresh original-env seeds (one on the original env only, the
+    other on it and the candidate, half each), then play the same ``transfer_episodes``
+    fresh original-env levels; the candidate passes only if its copy solves more of them
+    (fail closed: a tie or an error fails). No level is reserved (held-out or validation).
+    Returns the gate, the env steps both copies took, and the base levels they played.
+    """
+    base = config.spec
+    shutil.rmtree(workdir, ignore_errors=True)  # scored afresh every time
+    workdir.mkdir(parents=True)
+    start = TRANSFER_SEED + 10_000_000 * number + 100_000 * index
+    scored_levels: set[str] = set()
+    scored_seeds = first_free(base, range(start, start + 20 * config.transfer_episodes), reserved, config.transfer_episodes, scored_levels)
+    saved = workdir / "start"
+    learner.save(saved)
+    probe = base.build()
+    success: dict[str, float] = {}
+    steps, levels = 0, set(scored_levels)
+    try:
+        for name, specs, sampler in (
+            ("original", [base], Fixed()),
+            ("with", [base, candidate], Uniform(2, np.random.default_rng([config.seed, number, index, 5]))),
+        ):
+            copy = load_learner(config.learner, saved, probe)
+            seeds = Seeds(base, start + 50_000, reserved)
+            try:
+                steps += copy.train(
+                    functools.partial(MixtureEnv, specs, sampler, seeds), config.transfer_steps, seed=config.seed * 100_003 + number
+                )
+            finally:
+                seeds.close()
+            levels |= seeds.levels
+            scored = evaluate(copy.policy(), base, scored_seeds, workdir / f"score-{name}", config)
+            success[name], steps = scored["success"], steps + scored["env_steps"]
+    except Exception as error:  # noqa: BLE001 - a candidate that cannot be trained on fails the gate
+        return GateResult(gate="transfer", passed=False, detail=f"fine-tuning failed: {error}"), steps, levels
+    finally:
+        probe.close()
+    passed = success["with"] > success["original"]
+    detail = (
+        f"after {config.transfer_steps} fine-tuning steps, original-env success {success['with']:.3f} with the candidate vs "
+        f"{success['original']:.3f} without, on {len(scored_seeds)} fresh levels"
+    )
+    statistic = {**success, "episodes": len(scored_seeds), "steps": config.transfer_steps}
+    return GateResult(gate="transfer", passed=passed, statistic=statistic, detail=detail), steps, levels
 
 
 def _train_arm(
@@ -528,11 +600,15 @@ def _run_loop(out: Path, config: LoopConfig | None, on_round: Callable[[dict], N
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 rigged = _rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log)
                 spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
+                transfer_steps, transfer_levels = rigged.pop("transfer_steps"), rigged.pop("transfer_levels")
+                if config.transfer_steps:
+                    spent["transfer"] = transfer_steps
+                    used.setdefault("rigger:transfer", set()).update(transfer_levels)
                 used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
                 used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
                 seconds.update(rigged.pop("seconds"))
                 summary.update(rigged)
-            spent["total"] = spent["train"] + spent["collect"] + spent["validate"]
+            spent["total"] = spent["train"] + spent["collect"] + spent["validate"] + spent.get("transfer", 0)
             clock = time.perf_counter()
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
             seconds["select"] = time.perf_counter() - clock
@@ -573,7 +649,10 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         trained_on = used.get(f"{name}:train", set())
         shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
         heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
-        spent = {k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries) for k in ("train", "collect", "validate", "total")}
+        spent = {
+            k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries)
+            for k in ("train", "collect", "validate", "transfer", "total")
+        }
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
         arms[name] = {
             "round": best,
