@@ -376,7 +376,10 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", nargs="*", help="benchmark names (default: all in benchmarks/suite)")
+    parser.add_argument("--only", nargs="*", help="benchmark names (default: all in the suite)")
+    parser.add_argument(
+        "--suite", type=Path, default=None, help="folder of benchmark JSON files (default benchmarks/suite); e.g. a variant to compare"
+    )
     parser.add_argument("--seeds", type=int, default=None, help="master seeds per benchmark (default 5; 2 with --quick)")
     parser.add_argument("--quick", action="store_true", help="tiny budgets: a smoke test of the pipeline, not a result")
     parser.add_argument("-o", "--out", type=Path, default=None, help="results directory (default results/heldout[-quick])")
@@ -392,15 +395,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs: got {args.jobs}; give 1 or more processes")
+    if args.suite is not None and not sorted(args.suite.glob("*.json")):
+        parser.error(f"--suite: {args.suite} holds no benchmark JSON files; give a folder like benchmarks/suite")
     out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
     seeds = args.seeds or (2 if args.quick else 5)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if not args.report:
-        run_benchmarks(load_suite(only=args.only), out, seeds, args.quick, args.jobs)
+        run_benchmarks(load_suite(args.suite, only=args.only), out, seeds, args.quick, args.jobs)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
-    for benchmark in load_suite():
+    for benchmark in load_suite(args.suite):
         entry = collect(benchmark, out)
         if entry is not None:
             figure(entry, out / f"{benchmark.name}.png")

@@ -50,7 +50,7 @@ def test_an_unknown_benchmark_name_is_a_clear_error():
 
 
 @needs_sb3
-def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, monkeypatch):
+def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "tiny.json").write_text(
@@ -63,10 +63,9 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
             }
         )
     )
-    monkeypatch.setattr(heldout, "SUITE", suite)
     monkeypatch.setattr(heldout, "QUICK", {**heldout.QUICK, "rounds": 1, "budget_steps": 256, "eval_episodes": 10, "val_episodes": 10})
     out = tmp_path / "out"
-    assert heldout.main(["--quick", "--seeds", "2", "--jobs", "2", "-o", str(out)]) == 0  # the two seeds at once
+    assert heldout.main(["--quick", "--seeds", "2", "--jobs", "2", "--suite", str(suite), "-o", str(out)]) == 0  # the two seeds at once
     results = json.loads((out / "results.json").read_text())
     entry = results["benchmarks"][0]
     assert set(entry["result"]["arms"]) == {"original", "dr", "plr", "rigger"} and entry["result"]["seeds"] == [0, 1]
@@ -79,12 +78,12 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     assert "This call trained with --jobs 2 and took" in report
     # Every arm x seed is kept: running again reads the finished runs instead of training.
     before = {p: p.stat().st_mtime for p in out.glob("tiny/seed-*/final.json")}
-    assert heldout.main(["--quick", "--seeds", "2", "--jobs", "1", "-o", str(out)]) == 0
+    assert heldout.main(["--quick", "--seeds", "2", "--jobs", "1", "--suite", str(suite), "-o", str(out)]) == 0
     assert {p: p.stat().st_mtime for p in out.glob("tiny/seed-*/final.json")} == before
     assert json.loads((out / "results.json").read_text())["benchmarks"][0]["result"] == entry["result"]
     # A second benchmark run on its own joins the report; --report trains nothing.
     (suite / "tiny2.json").write_text((suite / "tiny.json").read_text().replace('"tiny"', '"tiny2"'))
-    assert heldout.main(["--report", "--quick", "-o", str(out)]) == 0
+    assert heldout.main(["--report", "--quick", "--suite", str(suite), "-o", str(out)]) == 0
     assert not (out / "tiny2").exists() and [
         b["benchmark"]["name"] for b in json.loads((out / "results.json").read_text())["benchmarks"]
     ] == ["tiny"]
@@ -95,3 +94,9 @@ def test_jobs_below_one_is_refused_before_anything_is_written(tmp_path, capsys):
         heldout.main(["--jobs", "0", "-o", str(tmp_path / "out")])
     assert refused.value.code == 2 and "--jobs: got 0; give 1 or more processes" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_suite_folder_without_benchmarks_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        heldout.main(["--suite", str(tmp_path), "-o", str(tmp_path / "out")])
+    assert refused.value.code == 2 and "--suite: " in capsys.readouterr().err and not (tmp_path / "out").exists()
