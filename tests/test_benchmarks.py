@@ -39,9 +39,13 @@ def test_every_benchmark_gives_its_learner_only_parameters_it_takes_full_and_qui
     from envrigger.textlearner import TEXTQ_DEFAULTS
 
     takes = {"ppo": set(PPO_DEFAULTS), "textq": set(TEXTQ_DEFAULTS)}
-    for benchmark in heldout.load_suite():
+    variants = sorted(p for p in (Path(heldout.__file__).parent / "variants").iterdir() if p.is_dir())
+    assert variants  # benchmarks/variants/transfer at least
+    for benchmark in [*heldout.load_suite(), *(b for folder in variants for b in heldout.load_suite(folder))]:
         for quick in (False, True):
             assert set(benchmark.config(quick).learner_params) <= takes[benchmark.learner], (benchmark.name, quick)
+    transfer = heldout.load_suite(Path(heldout.__file__).parent / "variants" / "transfer")
+    assert all(b.config().transfer_steps > 0 and b.arms == ["original", "rigger"] for b in transfer)
 
 
 def test_an_unknown_benchmark_name_is_a_clear_error():
@@ -50,7 +54,7 @@ def test_an_unknown_benchmark_name_is_a_clear_error():
 
 
 @needs_sb3
-def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path):
+def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, monkeypatch):
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "tiny.json").write_text(
