@@ -28,7 +28,6 @@ first unfinished round without losing admitted components or completed rounds.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import shutil
 import time
@@ -430,16 +429,10 @@ def _transfer_gate(
             ("original", [base], Fixed()),
             ("with", [base, candidate], Uniform(2, np.random.default_rng([config.seed, number, index, 5]))),
         ):
-            copy = load_learner(config.learner, saved, probe)
-            seeds = Seeds(base, start + 50_000, reserved)
-            try:
-                steps += copy.train(
-                    functools.partial(MixtureEnv, specs, sampler, seeds), config.transfer_steps, seed=config.seed * 100_003 + number
-                )
-            finally:
-                seeds.close()
-            levels |= seeds.levels
-            scored = evaluate(copy.policy(), base, scored_seeds, workdir / f"score-{name}", config)
+            copy = _Arm(name, load_learner(config.learner, saved, probe))
+            trained = _train_arm(copy, specs, sampler, config, number, reserved, start=start + 50_000, steps=config.transfer_steps)
+            steps, levels = steps + trained["steps"], levels | trained["levels"]
+            scored = evaluate(copy.learner.policy(), base, scored_seeds, workdir / f"score-{name}", config)
             success[name], steps = scored["success"], steps + scored["env_steps"]
     except Exception as error:  # noqa: BLE001 - a candidate that cannot be trained on fails the gate
         return GateResult(gate="transfer", passed=False, detail=f"fine-tuning failed: {error}"), steps, levels
@@ -455,9 +448,18 @@ def _transfer_gate(
 
 
 def _train_arm(
-    arm: _Arm, specs: list[HarnessSpec], sampler: Any, config: LoopConfig, number: int, reserved: set[str], evidence: Evidence | None = None
+    arm: _Arm,
+    specs: list[HarnessSpec],
+    sampler: Any,
+    config: LoopConfig,
+    number: int,
+    reserved: set[str],
+    evidence: Evidence | None = None,
+    start: int | None = None,
+    steps: int | None = None,
 ) -> dict[str, Any]:
-    seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number, reserved)
+    """Train ``arm`` for ``steps`` (default the round's budget) on fresh seeds from ``start`` (default the round's training seeds)."""
+    seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number if start is None else start, reserved)
     replays_before = sampler.replays
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)
@@ -471,11 +473,11 @@ def _train_arm(
         return env
 
     try:
-        steps = arm.learner.train(make, config.budget_steps, seed=config.seed * 100_003 + number)
+        taken = arm.learner.train(make, config.budget_steps if steps is None else steps, seed=config.seed * 100_003 + number)
     finally:
         seeds.close()
     return {
-        "steps": steps,
+        "steps": taken,
         "episodes": int(picks.sum()),
         "picks": picks.tolist(),
         "levels": seeds.levels,

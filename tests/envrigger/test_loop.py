@@ -381,10 +381,7 @@ def test_with_the_transfer_gate_every_admission_helped_a_copy_and_its_steps_are_
         and spent["total"] == spent["train"] + spent["collect"] + spent["validate"] + spent["transfer"]
     )
     assert result["final"]["arms"]["rigger"]["interaction"]["transfer"] == spent["transfer"]  # the last round validates nothing
-    assert (
-        "transfer" not in result["final"]["arms"]["original"]["interaction"]
-        or not result["final"]["arms"]["original"]["interaction"]["transfer"]
-    )
+    assert result["final"]["arms"]["original"]["interaction"]["transfer"] == 0  # only the rigger arm pays for the gate
     used = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
     assert used["rigger:transfer"]
     library.close()
