@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Iterable
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -25,14 +23,13 @@ from envharness.adapters import adapter_for
 from envharness.adapters.base import digest
 from envharness.adapters.nested import NestedAdapter
 from envharness.errors import (
-    EnvHarnessError,
-    EnvNotFoundError,
     EpisodeEndedError,
     IncompatibleTransformError,
     SpecError,
     TransformError,
     VerifierTamperError,
 )
+from envharness.make import allowing_imports, make_base
 from envharness.surfaces import AdapterView, StateHandle
 from envharness.transforms import CATALOG
 from envharness.transforms.base import Blocked, RuleTransform, Step, Transform, transform_from_spec
@@ -419,7 +416,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     # -- links -------------------------------------------------------------------------
     def _build_link(self, link: Any, space: Any) -> Harness:
-        linked = link.build()
+        base, transforms = link.segment()
+        linked = Harness(base, transforms)
         for what, theirs, ours in (
             ("observes", linked.observation_space, space),
             ("acts in", linked.action_space, self.action_space),
@@ -467,16 +465,6 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["segment"] = index + 1
         info["verdict"] = verdict
         return obs, reward, terminated, truncated, info
-
-    @property
-    def harness_spec(self) -> Any:
-        """The :class:`~envharness.spec.HarnessSpec` that rebuilds this harness (needs a base env id)."""
-        from envharness.spec import HarnessSpec
-
-        base = self.env.spec
-        if base is None:
-            raise SpecError("harness_spec: the base env was not made from a Gymnasium id; wrap an env id to get a spec")
-        return HarnessSpec(env_id=base.id, env_kwargs=dict(base.kwargs), transforms=[t.to_spec() for t in self.transforms])
 
 
 def _plain_text(action: Any) -> Any:
@@ -532,92 +520,6 @@ def _inner_harness(env: gym.Env) -> Harness | None:
             return env
         env = env.env
     return None
-
-
-_LAZY_NAMESPACES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid", "envharness/": "envharness.envs"}
-
-
-# Modules whose ``module:Env`` ids may be made in the current context (see :func:`allowing_imports`).
-_ALLOWED_IMPORTS: ContextVar[frozenset[str]] = ContextVar("envharness_allowed_imports", default=frozenset())
-
-
-@contextmanager
-def allowing_imports(*modules: str) -> Iterator[None]:
-    """Within the block, env ids of the form ``module:Env-v0`` may import the named modules.
-
-    Env ids are data (they come from spec files, libraries and exports), and Gymnasium
-    imports the module before ``:`` when it makes such an id, so envharness refuses those
-    ids unless the caller names the module here, with ``allow_imports=`` on
-    :func:`wrap` / :meth:`~envharness.spec.HarnessSpec.build`, or ``--allow-import`` at the CLI.
-
-    Example:
-        >>> import envharness
-        >>> envharness.wrap("gymnasium.envs.classic_control:CartPole-v1")
-        Traceback (most recent call last):
-        ...
-        envharness.errors.SpecError: env_id: 'gymnasium.envs.classic_control:CartPole-v1' would import module 'gymnasium.envs.classic_control', and a spec is data that never runs code; import the module yourself and use its registered id, or opt in with allow_imports=['gymnasium.envs.classic_control'] (CLI: --allow-import gymnasium.envs.classic_control)
-        >>> with allowing_imports("gymnasium.envs.classic_control"):
-        ...     envharness.wrap("gymnasium.envs.classic_control:CartPole-v1").spec.id
-        'CartPole-v1'
-    """
-    token = _ALLOWED_IMPORTS.set(_ALLOWED_IMPORTS.get() | frozenset(modules))
-    try:
-        yield
-    finally:
-        _ALLOWED_IMPORTS.reset(token)
-
-
-def check_env_id(env_id: str) -> None:
-    """Raise :class:`~envharness.errors.SpecError` if making ``env_id`` would import a module not allowed here."""
-    module, colon, _ = env_id.partition(":")
-    if colon and module not in _ALLOWED_IMPORTS.get():
-        raise SpecError(
-            f"env_id: {env_id!r} would import module {module!r}, and a spec is data that never runs code; "
-            f"import the module yourself and use its registered id, or opt in with allow_imports=[{module!r}] "
-            f"(CLI: --allow-import {module})"
-        )
-
-
-# What a registered spec's own registration holds: overriding it from env_kwargs would swap the spec.
-_SPEC_ENTRY_KWARGS = frozenset({"spec", "allow_imports"})
-
-
-def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
-    """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
-    check_env_id(env_id)
-    limit = make_kwargs.get("max_episode_steps")
-    if limit is not None and (type(limit) is not int or limit < 1):
-        raise SpecError(f"env_kwargs.max_episode_steps: got {limit!r}; give a positive whole number of steps")
-    if env_id not in gym.registry:
-        for prefix, module in _LAZY_NAMESPACES.items():
-            if env_id.startswith(prefix):
-                __import__(module)
-    registered = gym.registry.get(env_id)
-    overridden = sorted(_SPEC_ENTRY_KWARGS & set(make_kwargs))
-    if registered is not None and registered.entry_point == "envharness.spec:make_harness" and overridden:
-        raise SpecError(
-            f"env_kwargs.{overridden[0]}: {env_id} is a registered envharness spec, and this would replace its "
-            "registration; remove it (reshape the env with transforms instead)"
-        )
-    try:
-        return gym.make(env_id, **make_kwargs)
-    except EnvHarnessError:
-        raise
-    except gym.error.DependencyNotInstalled as error:
-        raise EnvNotFoundError(f"env id {env_id!r} needs a package that is not installed: {str(error).splitlines()[0]}") from None
-    except gym.error.Error as error:
-        raise EnvNotFoundError(
-            f"env id {env_id!r} is not registered with Gymnasium ({error}); check the spelling, or import the package that registers it (at the CLI: --import MODULE)"
-        ) from None
-    except TypeError as error:
-        raise SpecError(f"env_kwargs: {env_id} rejected them ({error}); pass only arguments its constructor takes") from None
-    except RecursionError:
-        raise SpecError(f"env_id: making {env_id} recursed without end; a registered spec must not contain itself") from None
-    except Exception as error:  # the env's own constructor refused the arguments (ValueError, KeyError, AssertionError...)
-        reason = str(error).splitlines()[0] if str(error) else ""
-        raise SpecError(
-            f"env_kwargs: {env_id} could not be made with them ({type(error).__name__}: {reason}); check their values"
-        ) from None
 
 
 def wrap(env_or_id: gym.Env | str, *transforms: Any, allow_imports: Iterable[str] = (), **make_kwargs: Any) -> Harness:

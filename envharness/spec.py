@@ -15,6 +15,8 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envharness.errors import SpecError
+from envharness.harness import Harness
+from envharness.make import allowing_imports, make_base
 from envharness.transforms.base import transform_from_spec, validation_message
 
 
@@ -52,6 +54,21 @@ class HarnessSpec(BaseModel):
     env_id: str = Field(min_length=1, description="Gymnasium id of the base env")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
     transforms: list[TransformSpec] = Field(default_factory=list, description="transforms, in order")
+
+    @classmethod
+    def of(cls, env: Harness) -> HarnessSpec:
+        """The spec that rebuilds ``env``, a harness around an env made from a Gymnasium id.
+
+        Example:
+            >>> import envharness
+            >>> from envharness.transforms import StepBudget
+            >>> HarnessSpec.of(envharness.wrap("CartPole-v1", StepBudget(max_steps=9))).transforms[0].name
+            'StepBudget'
+        """
+        base = env.env.spec
+        if base is None:
+            raise SpecError("HarnessSpec.of: the base env was not made from a Gymnasium id; wrap an env id to get a spec")
+        return cls(env_id=base.id, env_kwargs=dict(base.kwargs), transforms=[t.to_spec() for t in env.transforms])
 
     @classmethod
     def coerce(cls, data: Any) -> HarnessSpec:
@@ -114,8 +131,6 @@ class HarnessSpec(BaseModel):
         A spec is data and never runs code: an ``env_id`` (or a ``Chain``'s) of the form
         ``module:Env`` is refused unless ``allow_imports`` names its module.
         """
-        from envharness.harness import Harness, allowing_imports, make_base
-
         with allowing_imports(*allow_imports):
             return Harness(make_base(self.env_id, **self.env_kwargs), self.transforms)
 

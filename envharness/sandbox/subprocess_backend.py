@@ -24,6 +24,7 @@ no memory and pids cgroups) the backend refuses to run unless created with
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -234,15 +235,12 @@ class SubprocessSandbox(Sandbox):
             (str(dirs.fs / "tmp"), "/tmp", True, False),
             (str(dirs.fs / "shm"), "/dev/shm", True, False),
         ]
-        import envharness
-
-        masks = [str(Path(envharness.__file__).parent)]
-        try:
-            import envrigger
-
-            masks.append(str(Path(envrigger.__file__).parent))
-        except ImportError:
-            pass
+        # The toolkit's own source is hidden from sandboxed code; envrigger's is found without
+        # importing it (envharness never imports envrigger).
+        masks = [str(Path(__file__).parents[1])]
+        engine = importlib.util.find_spec("envrigger")
+        if engine is not None and engine.origin:
+            masks.append(str(Path(engine.origin).parent))
         return {"root": str(dirs.base / "root"), "symlinks": links, "binds": binds, "masks": masks}
 
     def _run(self, command: list[str], dirs: RunDirs, limits: Limits, env: dict[str, str]) -> SandboxResult:

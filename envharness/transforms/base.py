@@ -268,14 +268,18 @@ class LinkTransform(Transform):
 
     Example:
         >>> from envharness.transforms import Chain
-        >>> Chain(env_id="CartPole-v1").build().spec.id
-        'CartPole-v1'
+        >>> base, transforms = Chain(env_id="CartPole-v1").segment()
+        >>> base.spec.id, transforms
+        ('CartPole-v1', [])
     """
 
     kind: ClassVar[str] = "link"
 
-    def build(self) -> Any:
-        """Make the harness that runs after the current one."""
+    def segment(self) -> tuple[Any, list[Any]]:
+        """The base env that runs after the current one, and the transforms (or their specs) that reshape it.
+
+        The harness wraps them in a harness of its own, so that the segment's verdict is judged like any other.
+        """
         raise NotImplementedError
 
 

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import Field
 
+from envharness.make import make_base
 from envharness.transforms.base import LinkTransform, register_transform
 
 
@@ -37,11 +38,9 @@ class Chain(LinkTransform):
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
     transforms: list[dict[str, Any]] = Field(default_factory=list, description="transform specs for the linked env")
 
-    def build(self) -> Any:
-        from envharness.harness import Harness, make_base
-
+    def segment(self) -> tuple[Any, list[dict[str, Any]]]:
         # env_kwargs go to gymnasium.make only, never to envharness's own options.
-        return Harness(make_base(self.env_id, **self.env_kwargs), self.transforms)
+        return make_base(self.env_id, **self.env_kwargs), self.transforms
 
     def mutate(self, rng: np.random.Generator) -> Any:
         return self
