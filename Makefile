@@ -36,7 +36,7 @@ demo: $(SB3)
 lint: $(FULL)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy envharness
+	$(VENV)/bin/mypy
 
 test: lint
 	$(VENV)/bin/python -m pytest

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from envrigger.trajectory import EPISODE_SCHEMA, STEP_SCHEMA, TrajectoryStore
+from envrigger.data import EPISODE_SCHEMA, STEP_SCHEMA, TrajectoryStore
 
 
 @dataclass

@@ -37,7 +37,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
-from envrigger.loop import ARMS, LoopConfig, SeedsRun, _interval, across_seeds, run_many
+from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
+from envrigger.loop.seeds import _interval
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {
@@ -103,7 +104,7 @@ def _finished(where: Path) -> list[Path]:
 
 def _per_seed(where: Path) -> list[dict[str, Any]]:
     """Each master seed's held-out success per arm and the components its rigger arm admitted."""
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     rows = []
     for seed_dir in _finished(where):
@@ -131,7 +132,7 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
 
 def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     """Each master seed's round summaries, from its library."""
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     out = {}
     for seed_dir in _finished(where):

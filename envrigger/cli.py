@@ -21,8 +21,8 @@ from rich.table import Table
 import envharness
 from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, write_atomically
 from envharness.cli import console as harness_console
+from envrigger.data import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
-from envrigger.trajectory import TrajectoryStore
 
 RAY_ADDRESS_HELP = (
     "With --backend ray: the Ray cluster to join (auto, HOST:PORT or ray://HOST:PORT; default $RAY_ADDRESS; "
@@ -44,7 +44,7 @@ DEFAULT_TRANSFORMS = ["MoveGoal:min_dist=6,max_dist=12", "ActionSlip:p=0.1", "Ad
 
 def run_episodes(env: Any, policy: Any, seeds: list[int]) -> dict[str, Any]:
     """Roll ``policy`` out once per seed (reseeding it per episode, as rollouts do); summarize the verdicts."""
-    successes, lengths, reasons = 0, [], Counter()
+    successes, lengths, reasons = 0, [], Counter[str]()
     for seed in seeds:
         if hasattr(policy, "reset"):
             policy.reset(seed)
@@ -84,7 +84,7 @@ def demo(
         table.add_column(column)
     for label, stack in (("original", []), ("reshaped", transforms)):
         env = envharness.wrap(env_id, *stack)
-        policies = [RandomPolicy(env.action_space, seed=seed)]
+        policies: list[Any] = [RandomPolicy(env.action_space, seed=seed)]
         try:
             policies.append(reference_policy(env))
         except ValueError as missing:
@@ -186,8 +186,8 @@ def verify(
 
     Example: envrigger verify runs/doorkey
     """
-    from envrigger.library import Library
-    from envrigger.trajectory import TrajectoryError, TrajectoryStore
+    from envrigger.data import TrajectoryError, TrajectoryStore
+    from envrigger.loop.library import Library
 
     if not path.exists():
         raise UserError(f"{path} does not exist; give a run directory, a loop directory or a library.db")
@@ -252,10 +252,10 @@ def convert(
 
     Example: envrigger convert agent-log.jsonl runs/agent   (import an external harness's episodes)
     """
-    from envrigger.jsonl import export_jsonl, import_jsonl
+    from envrigger.data.jsonl import export_jsonl, import_jsonl
 
     if source.startswith("minari:") or destination.startswith("minari:"):
-        from envrigger.minari_io import export_minari, import_minari
+        from envrigger.data.minari import export_minari, import_minari
 
         if source.startswith("minari:"):
             store = import_minari(source.removeprefix("minari:"), destination)
@@ -441,7 +441,7 @@ def run_command(
         except ValidationError as error:
             raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
         if learner in ("ppo", "textq"):
-            from envrigger.learners import make_learner
+            from envrigger.loop.learners import make_learner
 
             probe = spec.build()
             try:
@@ -571,7 +571,7 @@ def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="libra
 
     Example: envrigger library list runs/demo
     """
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = Library(path / "library.db" if path.is_dir() else path, create=False)
     table = Table(title=f"{library.path} (version {library.version})")
@@ -589,7 +589,7 @@ def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="libra
 @library_app.command("show")
 def library_show(path: Path = typer.Argument(..., metavar="LIBRARY"), component: str = typer.Argument(..., help="id or hash")) -> None:
     """Print one component with its spec and every gate's statistic, as JSON."""
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = Library(path / "library.db" if path.is_dir() else path, create=False)
     print(library.get(component).model_dump_json(indent=2))
@@ -598,7 +598,7 @@ def library_show(path: Path = typer.Argument(..., metavar="LIBRARY"), component:
 @library_app.command("remove")
 def library_remove(path: Path = typer.Argument(..., metavar="LIBRARY"), component: int = typer.Argument(..., help="component id")) -> None:
     """Remove a component (the library version moves on)."""
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = Library(path / "library.db" if path.is_dir() else path, create=False)
     library.remove(component)
@@ -625,7 +625,7 @@ def export_command(
     Example: envrigger export runs/demo --to dist --package lake_envs && pip install --find-links dist/wheels dist/lake_envs
     """
     from envrigger.export import export_library
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library_path = path / "library.db" if path.is_dir() else path
     final = library_path.parent / "final.json"

@@ -18,8 +18,8 @@ from gymnasium.envs.registration import parse_env_id
 from jinja2 import Environment
 
 from envharness.cli import write_atomically
-from envrigger.library import Component, Library
-from envrigger.trajectory import TrajectoryError
+from envrigger.data import TrajectoryError
+from envrigger.loop.library import Component, Library
 
 PACKAGE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
@@ -139,7 +139,7 @@ def _repacked_wheel(to: Path) -> Path:
             continue
         if parts[0] == info and parts[-1] in _INSTALL_ONLY:
             continue
-        members.append((file.as_posix(), Path(dist.locate_file(file)).read_bytes()))
+        members.append((file.as_posix(), Path(str(dist.locate_file(file))).read_bytes()))
     target = to / f"envharness-{dist.version}-{tag}.whl"
     record = []
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as wheel:

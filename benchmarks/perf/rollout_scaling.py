@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     figures["throughput"] = throughput
 
     if importlib.util.find_spec("stable_baselines3") is not None:
-        from envrigger.learners import PPOLearner
+        from envrigger.loop.learners import PPOLearner
 
         policy = PPOLearner(envharness.wrap(config.batch_env_id), seed=config.seed).policy()
         runs = {}

@@ -15,16 +15,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envrigger.trajectory import (
+from envrigger.data.records import (
     COST_FIELDS,
     OBS_INLINE_LIMIT,
     EpisodeRecord,
     StepRecord,
-    TrajectoryError,
-    TrajectoryStore,
     dumps,
     observation_digest,
 )
+from envrigger.data.store import TrajectoryError, TrajectoryStore
 
 
 class JsonlVerdict(BaseModel):

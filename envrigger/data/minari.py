@@ -19,15 +19,14 @@ from typing import Any
 import numpy as np
 
 from envharness.errors import EnvHarnessError
-from envrigger.trajectory import (
+from envrigger.data.records import (
     EpisodeRecord,
     StepRecord,
-    TrajectoryError,
-    TrajectoryStore,
     dumps,
     inline_observation,
     observation_digest,
 )
+from envrigger.data.store import TrajectoryError, TrajectoryStore
 
 
 def _minari() -> Any:
@@ -51,7 +50,9 @@ def export_minari(store: TrajectoryStore, dataset_id: str) -> int:
     from envharness.spec import HarnessSpec
 
     minari = _minari()
-    buffers, env, spec_json = [], None, None
+    buffers: list[Any] = []
+    env: Any = None
+    spec_json: str | None = None
     for episode, steps in store.iter_episode_steps():
         if episode.error is not None:
             continue

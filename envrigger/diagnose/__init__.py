@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
 from envrigger.diagnose.detectors import (
     EPISODE_DETECTORS,
@@ -32,7 +33,6 @@ from envrigger.diagnose.detectors import (
 from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
 from envrigger.diagnose.steps import scan_steps
 from envrigger.diagnose.vocabulary import vocabulary
-from envrigger.trajectory import TrajectoryError, TrajectoryStore
 
 
 def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = None) -> Diagnosis:

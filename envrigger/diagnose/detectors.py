@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from envrigger.data import TrajectoryStore
 from envrigger.diagnose.model import Evidence, Finding, wilson
 from envrigger.diagnose.steps import StepStats
-from envrigger.trajectory import TrajectoryStore
 
 
 @dataclass(frozen=True)

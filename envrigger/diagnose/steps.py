@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from envrigger.trajectory import TrajectoryStore
+from envrigger.data import TrajectoryStore
 
 STEP_COLUMNS = ["episode_id", "t", "action", "reward", "blocked", "obs_digest", "obs", "position", "info"]
 EXCERPT_STEPS = 12  # an excerpt longer than this keeps its first and last steps, so it shows both ends of its range

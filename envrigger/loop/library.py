@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from envharness.spec import HarnessSpec
-from envrigger.trajectory import TrajectoryError, write_json_atomically
+from envrigger.data import TrajectoryError, write_json_atomically
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS rounds (
 OURS = {"meta", "components", "rounds", "sqlite_sequence"}
 
 
-def _checksum(values: tuple) -> str:
+def _checksum(values: tuple[Any, ...]) -> str:
     return hashlib.sha256(json.dumps(list(values), separators=(",", ":")).encode()).hexdigest()
 
 
@@ -229,7 +229,7 @@ class Library:
             self.db.execute("UPDATE meta SET value=CAST(value AS INTEGER) + 1 WHERE key='version'")
         self._record_commit()
 
-    def _component(self, row: tuple) -> Component:
+    def _component(self, row: tuple[Any, ...]) -> Component:
         *values, checksum = row
         if checksum is not None and _checksum(tuple(values[1:])) != checksum:
             raise TrajectoryError(

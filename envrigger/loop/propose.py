@@ -79,9 +79,9 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
         elif cls.__name__ == "PhysicsParams" and stats.get("feature") in cls.model_fields and "threshold" in stats:
             # A physics region where the agent fails: levels at its edge and further in, the other constants as the env draws them.
             name, cut = str(stats["feature"]), float(stats["threshold"])
-            lo, hi = _bounds(cls.model_fields[name])
+            low, high = _bounds(cls.model_fields[name])
             steps = (1.0, 0.85, 0.7) if stats.get("op") == "<=" else (1.1, 1.25, 1.4)
-            out.extend(cls(**{name: float(np.clip(round(cut * k, 4), lo, hi))}) for k in steps)
+            out.extend(cls(**{name: float(np.clip(round(cut * k, 4), low, high))}) for k in steps)
         elif cls.__name__ == "ActionSlip":
             out.extend(cls(p=p) for p in (0.05, 0.1, 0.2))
         elif cls.__name__ == "InitialStateNoise" and stats.get("condition"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,12 @@ from envharness.adapters import ADAPTERS
 from envharness.harness import Harness
 from envharness.spec import HarnessSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
+from envrigger.data import TrajectoryStore
 from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
+from envrigger.loop.propose import Candidate
 from envrigger.policies import reference_policy
-from envrigger.propose import Candidate
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryStore
 
 GATES = ("verifier_integrity", "solvability", "learnability", "targeting", "novelty")
 STOCK_ADAPTERS = frozenset({"Adapter", *(cls.__name__ for cls in ADAPTERS)})
@@ -112,7 +113,7 @@ def _preserves_dynamics(spec: HarnessSpec) -> bool:
 
     for t in spec.transforms:
         cls = type(transform_from_spec(t))
-        if cls.kind in ("state", "link") or (cls.kind == "rule" and cls.on_action is not RuleTransform.on_action):
+        if cls.kind in ("state", "link") or (cls.kind == "rule" and getattr(cls, "on_action", None) is not RuleTransform.on_action):
             return False
     return True
 
@@ -302,13 +303,15 @@ class Validator:
         if candidate.hash in hashes:
             return GateResult(gate="novelty", passed=False, statistic={"duplicate_of": candidate.hash}, detail="already admitted")
         mine = self.behaviour(candidate.spec, seeds)
-        closest, twin = None, None
+        closest: tuple[float, float] | None = None
+        twin: str | None = None
         for name, spec in [("base", self.base), *admitted]:
             other = self.behaviour(spec, seeds)
             gap = (abs(mine[0] - other[0]), abs(mine[1] - other[1]) / max(mine[1], other[1], 1.0))
             if closest is None or sum(gap) < sum(closest):
                 closest, twin = gap, name
-        same = closest is not None and closest[0] <= self.config.novelty_success_tol and closest[1] <= self.config.novelty_length_tol
+        assert closest is not None  # the base env is always compared
+        same = closest[0] <= self.config.novelty_success_tol and closest[1] <= self.config.novelty_length_tol
         return GateResult(
             gate="novelty",
             passed=not same,
@@ -317,7 +320,7 @@ class Validator:
         )
 
     # -- all gates -----------------------------------------------------------------------
-    def validate(self, candidate: Candidate, seeds: list[int], admitted: list[tuple[str, HarnessSpec]] = ()) -> Validation:
+    def validate(self, candidate: Candidate, seeds: list[int], admitted: Sequence[tuple[str, HarnessSpec]] = ()) -> Validation:
         """Run the gates in order on ``seeds`` (disjoint from the diagnosis seeds); stop at the first failure."""
         started = time.perf_counter()
         gates: list[GateResult] = []

@@ -56,7 +56,7 @@ class RandomPolicy:
 
     def act(self, obs: Any, info: dict[str, Any]) -> Any:
         if self._n is not None:
-            return int(self.action_space.start) + int(self.rng.integers(self._n))
+            return int(getattr(self.action_space, "start", 0)) + int(self.rng.integers(self._n))
         return self.action_space.sample()
 
 

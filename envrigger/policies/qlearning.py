@@ -13,8 +13,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envrigger.data import observation_digest
 from envrigger.policies.learner import Transition
-from envrigger.trajectory import observation_digest
 
 
 class Discretizer:

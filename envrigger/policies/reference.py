@@ -51,9 +51,11 @@ class TabularPlanner:
                 p, s2, r, done = max(table[s][a], key=lambda outcome: outcome[0])
                 if done and r == goal_reward and s2 != s:
                     path = [a]
-                    while parents[s] is not None:
-                        s, a_prev = parents[s]
+                    step = parents[s]
+                    while step is not None:
+                        s, a_prev = step
                         path.append(a_prev)
+                        step = parents[s]
                     return path[::-1]
                 if not done and s2 not in parents:
                     parents[s2] = (s, a)
@@ -105,7 +107,7 @@ class MiniGridPlanner:
         opened = sum(1 << i for i, p in enumerate(doors) if cells[p].is_open)
         carrying = raw.carrying
         held = (carrying.type, carrying.color) if carrying is not None else None
-        start = (int(raw.agent_pos[0]), int(raw.agent_pos[1]), int(raw.agent_dir), held, frozenset(), opened)
+        start: tuple = (int(raw.agent_pos[0]), int(raw.agent_pos[1]), int(raw.agent_dir), held, frozenset(), opened)
         parents: dict[tuple, tuple | None] = {start: None}
         queue = deque([start])
         expansions = 0
@@ -116,9 +118,11 @@ class MiniGridPlanner:
             cell = cells[(x, y)]
             if cell is not None and cell.type in self.targets:
                 path = []
-                while parents[state] is not None:
-                    state, action = parents[state]
+                link = parents[state]
+                while link is not None:
+                    state, action = link
                     path.append(action)
+                    link = parents[state]
                 return path[::-1]
             fx, fy = x + DIRS[d][0], y + DIRS[d][1]
             front = cells.get((fx, fy))

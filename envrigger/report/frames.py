@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from envrigger.data import TrajectoryStore
 from envrigger.diagnose.model import Diagnosis
-from envrigger.trajectory import TrajectoryStore
 
 MAX_FRAMES = 6
 FRAME_PIXELS = 160  # the longer side of each frame, after downscaling

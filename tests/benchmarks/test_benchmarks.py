@@ -11,7 +11,7 @@ import pytest
 
 from envrigger.loop import LevelSplit
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import heldout  # noqa: E402
 
 needs_sb3 = pytest.mark.skipif(
@@ -35,8 +35,8 @@ def test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out():
 
 
 def test_every_benchmark_gives_its_learner_only_parameters_it_takes_full_and_quick():
-    from envrigger.learners import PPO_DEFAULTS
-    from envrigger.textlearner import TEXTQ_DEFAULTS
+    from envrigger.loop.learners import PPO_DEFAULTS
+    from envrigger.loop.learners.textq import TEXTQ_DEFAULTS
 
     takes = {"ppo": set(PPO_DEFAULTS), "textq": set(TEXTQ_DEFAULTS)}
     variants = sorted(p for p in (Path(heldout.__file__).parent / "variants").iterdir() if p.is_dir())

@@ -9,7 +9,7 @@ import pytest
 
 from envharness.transforms import TRANSFORMS
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 

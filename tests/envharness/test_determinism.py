@@ -71,7 +71,7 @@ def test_trajectory_is_identical_in_a_fresh_process():
     script = textwrap.dedent(
         f"""
         import sys
-        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
+        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parents[1])!r})
         from conftest import trajectory_digest
         from envharness import HarnessSpec
         spec = HarnessSpec.from_json({spec.to_json()!r})

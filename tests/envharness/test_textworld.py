@@ -63,7 +63,7 @@ def solve(env: Harness, seed: int) -> list[Any]:
 def test_importing_envharness_and_envrigger_needs_no_textworld():
     code = (
         "import sys; sys.modules['textworld'] = None\n"
-        "import envharness, envharness.envs, envharness.adapters, envrigger.learners, envrigger.textlearner\n"
+        "import envharness, envharness.envs, envharness.adapters, envrigger.loop.learners, envrigger.loop.learners.textq\n"
         "import envharness.envs.textworld_games as tw\n"
         "import gymnasium as gym\n"
         "try:\n    gym.make('envharness/TextWorld-v0')\nexcept gym.error.DependencyNotInstalled as e:\n    print(e)\n"

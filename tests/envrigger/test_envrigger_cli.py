@@ -9,7 +9,7 @@ import pytest
 from envharness import HarnessSpec
 from envharness.cli import run_cli
 from envrigger.cli import app
-from envrigger.trajectory import TrajectoryStore
+from envrigger.data import TrajectoryStore
 
 
 def cli(*args: str) -> int:

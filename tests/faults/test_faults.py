@@ -21,9 +21,9 @@ import pytest
 from envharness import HarnessSpec
 from envharness.cli import run_cli
 from envrigger.cli import app
+from envrigger.data import DirectoryLock, TrajectoryError, TrajectoryStore
 from envrigger.loop import run_loop
 from envrigger.rollout import rollout
-from envrigger.trajectory import DirectoryLock, TrajectoryError, TrajectoryStore
 
 TESTS = Path(__file__).resolve().parents[1]
 CRASHY = "faulty_envs:Crashy-v0"
@@ -72,7 +72,7 @@ def test_a_second_collect_into_a_run_being_written_is_refused_naming_the_holder(
 def test_a_lock_left_by_a_killed_writer_is_not_stale(tmp_path):
     store = small_run(tmp_path, 2)
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import time; from envrigger.trajectory import DirectoryLock; DirectoryLock({str(store.path)!r}).acquire(); "
+        [sys.executable, "-c", f"import time; from envrigger.data import DirectoryLock; DirectoryLock({str(store.path)!r}).acquire(); "
          "print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE,
         text=True,
@@ -307,7 +307,7 @@ def test_a_loop_resumed_after_a_crash_right_after_an_admission_reports_what_an_u
 
 # -- the library ----------------------------------------------------------------------------------
 def _library(tmp_path: Path, n: int = 5):
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = Library(tmp_path / "lib" / "library.db")
     for steps in range(n):
@@ -320,7 +320,7 @@ def _library(tmp_path: Path, n: int = 5):
 def test_a_component_altered_in_the_database_is_never_read_as_data(tmp_path, capsys):
     import sqlite3
 
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = _library(tmp_path)
     library.close()
@@ -337,7 +337,7 @@ def test_a_component_altered_in_the_database_is_never_read_as_data(tmp_path, cap
 def test_a_damaged_wal_that_drops_committed_rows_is_refused(tmp_path, capsys):
     import shutil
 
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = _library(tmp_path)  # still open: the newest transactions live in library.db-wal
     copy = tmp_path / "copy"
@@ -356,7 +356,7 @@ def test_a_damaged_wal_that_drops_committed_rows_is_refused(tmp_path, capsys):
 def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path, capsys):
     import sqlite3
 
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     path = tmp_path / "other.db"
     db = sqlite3.connect(path)

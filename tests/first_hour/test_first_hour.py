@@ -17,7 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 
 TRAIN = textwrap.dedent(
     """

@@ -14,7 +14,7 @@ from envharness.cli import run_cli
 from envharness.errors import SpecError
 from envharness.transforms import Flatten, ImageOnly, MoveGoal
 from envrigger.cli import app as rigger_app
-from envrigger.trajectory import TrajectoryStore
+from envrigger.data import TrajectoryStore
 
 USER_MODULE = textwrap.dedent(
     '''
@@ -143,9 +143,9 @@ def test_a_collect_where_every_episode_fails_is_loud(user_module, tmp_path, caps
 def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_path):
     import os
 
+    from envrigger.data import TrajectoryError
     from envrigger.policies import RandomPolicy
     from envrigger.rollout import rollout
-    from envrigger.trajectory import TrajectoryError
 
     parent = os.getpid()
 
@@ -165,7 +165,7 @@ def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_p
 
 
 def test_export_asks_for_force_when_the_curriculum_ended_below_the_baseline(tmp_path, capsys):
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     loop = tmp_path / "loop"
     library = Library(loop / "library.db")

@@ -439,7 +439,7 @@ def test_an_exported_package_cannot_be_made_to_run_library_text(tmp_path):
     import subprocess
 
     from envrigger.export import export_library
-    from envrigger.library import Library
+    from envrigger.loop.library import Library
 
     library = Library(tmp_path / "library.db")
     evil = f'timeout"""\nimport pathlib; pathlib.Path({str(tmp_path / "PWNED")!r}).write_text("x")\n"""'

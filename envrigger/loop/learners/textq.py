@@ -2,7 +2,7 @@
 
 Contains :data:`TEXTQ_DEFAULTS`, :class:`CommandFeatures` (an (observation, command) pair
 as hashed feature indices), :class:`TextQPolicy` (the frozen, picklable policy) and
-:class:`TextQLearner` (the :class:`~envrigger.learners.LoopLearner`, kind ``textq``).
+:class:`TextQLearner` (the :class:`~envrigger.loop.learners.LoopLearner`, kind ``textq``).
 
 Why it generalizes to games it has never seen: it scores each listed command by the
 *words* in it and around it, never by the identity of a state. Its features are the
@@ -230,8 +230,8 @@ class TextQLearner:
     @classmethod
     def for_spaces(
         cls,
-        observation_space: gym.Space,
-        action_space: gym.Space,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
         seed: int = 0,
         **params: Any,
     ) -> TextQLearner:
@@ -242,8 +242,8 @@ class TextQLearner:
 
     def _setup(
         self,
-        observation_space: gym.Space,
-        action_space: gym.Space,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
         seed: int,
         params: dict[str, Any],
     ) -> None:

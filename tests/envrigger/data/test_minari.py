@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("minari", reason="Minari is an optional extra: pip install 'envharness[minari]'")
 
 from envharness import HarnessSpec
-from envrigger.minari_io import export_minari, import_minari
+from envrigger.data import TrajectoryError
+from envrigger.data.minari import export_minari, import_minari
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,7 @@ def test_runs_without_a_spec_cannot_be_exported(tmp_path):
 
     source = tmp_path / "ext.jsonl"
     source.write_text(json.dumps({"verdict": {"success": True}, "steps": [{"action": 1}]}) + "\n")
-    from envrigger.jsonl import import_jsonl
+    from envrigger.data.jsonl import import_jsonl
 
     store = import_jsonl(source, tmp_path / "run")
     with pytest.raises(TrajectoryError):

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from envrigger.jsonl import export_jsonl, import_jsonl
+from envrigger.data import EpisodeRecord, StepRecord, TrajectoryError, TrajectoryStore
+from envrigger.data.jsonl import export_jsonl, import_jsonl
 from envrigger.rollout import rollout
-from envrigger.trajectory import EpisodeRecord, StepRecord, TrajectoryError, TrajectoryStore
 
 
 def _episode(i: int, n_steps: int) -> tuple[EpisodeRecord, list[StepRecord]]:
@@ -38,7 +38,7 @@ def _episode(i: int, n_steps: int) -> tuple[EpisodeRecord, list[StepRecord]]:
 WRITER = textwrap.dedent(
     """
     import sys
-    from envrigger.trajectory import TrajectoryStore, EpisodeRecord, StepRecord
+    from envrigger.data import TrajectoryStore, EpisodeRecord, StepRecord
     store = TrajectoryStore.create(sys.argv[1], exist_ok=True)
     i = store.next_episode_id()
     while True:
@@ -192,7 +192,7 @@ def test_malformed_jsonl_names_file_line_and_field_and_stores_nothing(tmp_path, 
 
 
 def _general_json(value):
-    from envrigger.trajectory import to_jsonable
+    from envrigger.data import to_jsonable
 
     return json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
 
@@ -201,7 +201,7 @@ def test_the_recorders_fast_json_is_exactly_the_general_json():
     """Recording takes a fast path for common values; stored text must be what json.dumps gives, byte for byte."""
     import numpy as np
 
-    from envrigger.trajectory import dumps
+    from envrigger.data import dumps
 
     rng = np.random.default_rng(7)
     values = [0, -3, 2**70, 1.5, -0.0, 1e-7, 1e300, float("nan"), float("inf"), "é\n\"", True, None, (), [], {}, (1, 2.5, "x"),
@@ -220,7 +220,7 @@ def test_the_recorders_fast_json_is_exactly_the_general_json():
 def test_which_observations_are_stored_whole_is_a_documented_choice(tmp_path):
     import numpy as np
 
-    from envrigger.trajectory import inline_observation
+    from envrigger.data import inline_observation
 
     image = {"image": np.ones((7, 7, 3), dtype=np.uint8), "direction": 1, "mission": "go"}
     assert inline_observation(np.array([0.5, 1.0])) == "[0.5,1.0]" and inline_observation(3) == "3"

@@ -10,12 +10,12 @@ import pytest
 from envharness import HarnessSpec
 from envharness.cli import run_cli
 from envrigger.cli import app
+from envrigger.data import TrajectoryStore
+from envrigger.data.jsonl import import_jsonl
 from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
-from envrigger.jsonl import import_jsonl
 from envrigger.policies.reference import MiniGridPlanner, TabularPlanner
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryStore
 
 
 def doomed(seed: int, p: float) -> bool:
@@ -240,7 +240,7 @@ def test_unknown_format_is_refused(lava_run, capsys):
 
 def test_diagnose_reads_a_run_imported_from_minari(tmp_path, monkeypatch):
     pytest.importorskip("minari", reason="Minari is an optional extra: pip install 'envharness[minari]'")
-    from envrigger.minari_io import export_minari, import_minari
+    from envrigger.data.minari import export_minari, import_minari
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     run = rollout(HarnessSpec(env_id="FrozenLake-v1"), "random", seeds=range(40), out=tmp_path / "a")

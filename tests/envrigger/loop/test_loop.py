@@ -14,15 +14,17 @@ import pytest
 from envharness import HarnessSpec
 from envharness.transforms import RuleTransform, register_transform
 from envharness.transforms.base import TRANSFORMS
+from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose import diagnose
-from envrigger.library import Library
-from envrigger.loop import ARMS, TRAIN_SEED, LevelSplit, LoopConfig, run_loop
-from envrigger.mixture import PLR, random_specs
+from envrigger.loop import ARMS, LevelSplit, LoopConfig, run_loop
+from envrigger.loop.arms import random_specs
+from envrigger.loop.config import TRAIN_SEED
+from envrigger.loop.library import Library
+from envrigger.loop.propose import Candidate, propose
+from envrigger.loop.samplers import PLR
+from envrigger.loop.validate import ValidationConfig, Validator
 from envrigger.policies import RandomPolicy
-from envrigger.propose import Candidate, propose
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError, TrajectoryStore
-from envrigger.validate import ValidationConfig, Validator
 
 LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})
 SEEDS = list(range(3_000_000, 3_000_200))
@@ -218,7 +220,7 @@ def test_a_failing_physics_region_is_proposed_at_its_edge_and_further_in(tmp_pat
 
 
 def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
-    from envrigger.propose import EASING
+    from envrigger.loop.propose import EASING
 
     report = diagnose(rollout(LAKE, "random", seeds=range(60), out=tmp_path / "lake"))
     assert report.success_rate < 0.2
@@ -341,8 +343,8 @@ def test_training_collection_and_validation_never_play_a_held_out_or_validation_
 
 
 def test_the_transfer_gate_passes_what_helps_on_the_original_env_and_fails_closed(tmp_path):
-    from envrigger.learners import make_learner
-    from envrigger.loop import _transfer_gate
+    from envrigger.loop.learners import make_learner
+    from envrigger.loop.transfer import transfer_gate
 
     config = LoopConfig(**{**SMALL, "transfer_steps": 8000, "transfer_episodes": 20})
     probe = LAKE.build()
@@ -350,7 +352,7 @@ def test_the_transfer_gate_passes_what_helps_on_the_original_env_and_fails_close
     nearer = LAKE.extended(TRANSFORMS["MoveAgent"](min_dist=1, max_dist=4))  # a reverse curriculum: starts near the goal
 
     def gate(index, candidate):
-        return _transfer_gate(tmp_path / f"c{index}", config, learner, candidate, 1, index, set())
+        return transfer_gate(tmp_path / f"c{index}", config, learner, candidate, 1, index, set())
 
     passed, steps, _ = gate(0, nearer)
     assert passed.passed and passed.statistic["with"] == 1.0 and passed.statistic["original"] == 0.0
@@ -388,7 +390,7 @@ def test_with_the_transfer_gate_every_admission_helped_a_copy_and_its_steps_are_
 
 
 def test_a_reshaping_that_recreates_a_reserved_level_is_not_played():
-    from envrigger.mixture import MixtureEnv, Seeds
+    from envrigger.loop.mixture import MixtureEnv, Seeds
 
     moved = DOORKEY.extended({"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
     recreated = moved.build().reset(seed=100)[1]["level_id"]  # pretend seed 100 reshaped is a held-out level
@@ -450,7 +452,7 @@ def test_plr_replays_its_own_levels_and_prefers_learnable_ones():
 
 
 def test_the_rigger_arm_replays_original_levels_and_draws_fresh_ones_from_its_curriculum():
-    from envrigger.mixture import Curriculum
+    from envrigger.loop.samplers import Curriculum
 
     rigger = PLR(np.random.default_rng(0), min_buffer=4, replay_p=0.5, chooser=Curriculum(3, np.random.default_rng(1)))
     fresh = iter(range(100, 10_000))
@@ -509,7 +511,7 @@ def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
 def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_path):
     import torch
 
-    from envrigger.learners import PPOLearner
+    from envrigger.loop.learners import PPOLearner
 
     config = dict(
         spec=DOORKEY,

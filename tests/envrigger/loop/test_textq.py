@@ -11,9 +11,10 @@ import pytest
 
 import envharness
 from envharness import HarnessSpec
-from envrigger.learners import LEARNERS, LoopLearner, load_learner, make_learner
-from envrigger.mixture import Fixed, MixtureEnv, Seeds
-from envrigger.textlearner import TEXTQ_DEFAULTS, TextQLearner, TextQPolicy, words
+from envrigger.loop.learners import LEARNERS, LoopLearner, load_learner, make_learner
+from envrigger.loop.learners.textq import TEXTQ_DEFAULTS, TextQLearner, TextQPolicy, words
+from envrigger.loop.mixture import MixtureEnv, Seeds
+from envrigger.loop.samplers import Fixed
 
 needs_textworld = pytest.mark.skipif(
     importlib.util.find_spec("textworld") is None,
@@ -158,7 +159,7 @@ def test_words_are_what_generalizes_across_games():
 @needs_textworld
 def test_an_agent_that_runs_out_of_time_in_text_games_is_offered_walkthrough_starts_first(tmp_path):
     from envrigger.diagnose import diagnose
-    from envrigger.propose import propose
+    from envrigger.loop.propose import propose
     from envrigger.rollout import rollout
 
     report = diagnose(rollout(SPEC, "random", seeds=range(40), out=tmp_path / "random", backend="serial"))

@@ -10,8 +10,8 @@ from stored import content as _content
 
 import envharness
 from envharness import HarnessSpec
+from envrigger.data import TrajectoryError
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError
 
 SPEC = HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0", transforms=[{"name": "ActionSlip", "params": {"p": 0.2}}])
 needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra")
@@ -78,7 +78,7 @@ def test_batch_is_refused_off_the_serial_backend_and_below_one(tmp_path):
 
 @needs_sb3
 def test_the_ppo_learners_policy_acts_in_batches_with_the_actions_it_would_choose_alone(tmp_path):
-    from envrigger.learners import PPOLearner
+    from envrigger.loop.learners import PPOLearner
 
     env = envharness.wrap("CartPole-v1")
     policy = PPOLearner(env, seed=0).policy()  # untrained: it samples, with one generator per episode

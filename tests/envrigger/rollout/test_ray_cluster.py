@@ -14,8 +14,8 @@ import pytest
 from stored import content as _content
 
 from envharness import HarnessSpec
+from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError, TrajectoryStore
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
 
@@ -32,7 +32,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A head node with 2 CPUs on a free port, stopped (with every Ray process of this user) afterwards."""
-    from envrigger.rollout import _RAY_POOL
+    from envrigger.rollout.ray_backend import _RAY_POOL
 
     _RAY_POOL.close()  # this test process's own local Ray, if an earlier test started one: `ray stop` would kill it anyway
     port = _free_port()
@@ -94,7 +94,7 @@ def test_collect_ray_address_auto_joins_the_running_cluster(cluster, tmp_path):
 
 
 def test_an_address_where_no_cluster_runs_is_one_clear_error(tmp_path, monkeypatch):
-    from envrigger.rollout import _RAY_POOL
+    from envrigger.rollout.ray_backend import _RAY_POOL
 
     _RAY_POOL.close()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")

@@ -10,8 +10,8 @@ from stored import content as _content
 
 import envharness
 from envharness import HarnessSpec
+from envrigger.data import TrajectoryError
 from envrigger.rollout import rollout
-from envrigger.trajectory import TrajectoryError
 
 SPEC = HarnessSpec(
     env_id="MiniGrid-DoorKey-5x5-v0",

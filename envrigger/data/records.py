@@ -1,0 +1,305 @@
+"""Trajectory records: one episode, one step, and how observations are stored in them.
+
+Contains :class:`EpisodeRecord`, :class:`StepRecord`, the Arrow schemas
+:data:`EPISODE_SCHEMA` and :data:`STEP_SCHEMA` (with :func:`episodes_table` and
+:func:`steps_table`), :func:`observation_digest`, :func:`inline_observation` and the
+JSON encoding of observations and actions (:func:`to_jsonable`, :func:`dumps`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+OBS_INLINE_LIMIT = 512  # observations whose JSON is at most this long are stored whole
+OBS_INLINE_NUMBERS = 64  # ... and, by default, that hold at most this many numbers (an image's JSON costs more than its step)
+STORE_OBS = ("small", "fit", "none")
+COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
+
+
+EPISODE_SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.int64()),
+        ("spec_hash", pa.string()),
+        ("spec_json", pa.string()),
+        ("seed", pa.int64()),
+        ("policy_id", pa.string()),
+        ("length", pa.int64()),
+        ("return", pa.float64()),
+        ("success", pa.bool_()),
+        ("score", pa.float64()),
+        ("reason", pa.string()),
+        ("terminal_cause", pa.string()),
+        ("level_features", pa.map_(pa.string(), pa.float64())),
+        ("level_id", pa.string()),
+        ("error", pa.string()),
+        ("wall_time", pa.float64()),
+        *((name, pa.int64()) for name in COST_FIELDS),
+    ]
+)
+
+STEP_SCHEMA = pa.schema(
+    [
+        ("episode_id", pa.int64()),
+        ("t", pa.int64()),
+        ("action", pa.string()),
+        ("reward", pa.float64()),
+        ("terminated", pa.bool_()),
+        ("truncated", pa.bool_()),
+        ("blocked", pa.string()),
+        ("obs_digest", pa.string()),
+        ("obs", pa.string()),
+        ("position", pa.string()),
+        ("info", pa.string()),
+    ]
+)
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON data for observations, actions and info values (arrays become lists)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact, key-sorted JSON of :func:`to_jsonable` data.
+
+    Recording calls this for every step's observation, action and position, so the common
+    cases (ints, finite floats, strings, numeric arrays, dicts and lists of them) take a fast
+    path that gives exactly the text ``json.dumps`` would.
+
+    Example:
+        >>> import numpy as np
+        >>> dumps({"b": np.arange(3, dtype=np.uint8), "a": (1, 2.5, "x")})
+        '{"a":[1,2.5,"x"],"b":[0,1,2]}'
+    """
+    fast = _fast_json(value)
+    return fast if fast is not None else json.dumps(to_jsonable(value), sort_keys=True, separators=(",", ":"))
+
+
+def inline_observation(obs: Any, store: str = "small") -> str | None:
+    """The observation's JSON where the ``store`` policy keeps it whole, else None (its digest is always kept).
+
+    ``small`` (the default): at most :data:`OBS_INLINE_NUMBERS` numbers and
+    :data:`OBS_INLINE_LIMIT` characters of JSON, so CartPole's state and FrozenLake's tile
+    are kept, a MiniGrid image is not; ``fit``: any observation whose JSON fits the
+    character limit; ``none``: digests only. Whatever is not kept is recovered exactly by
+    replaying the episode from its spec, seed and actions (as ``envrigger export`` does).
+
+    Example:
+        >>> import numpy as np
+        >>> inline_observation(np.array([0.5, -1.0])), inline_observation(np.zeros((7, 7, 3), dtype=np.uint8)) is None
+        ('[0.5,-1.0]', True)
+    """
+    if store == "none" or (store == "small" and _numbers(obs, OBS_INLINE_NUMBERS) > OBS_INLINE_NUMBERS):
+        return None
+    text = dumps(obs)
+    return text if len(text) <= OBS_INLINE_LIMIT else None
+
+
+def _numbers(obs: Any, budget: int) -> int:
+    """How many scalars ``obs`` holds, counted until more than ``budget``."""
+    if isinstance(obs, np.ndarray):
+        return int(obs.size)
+    if isinstance(obs, (dict, list, tuple)):
+        total = 0
+        for item in obs.values() if isinstance(obs, dict) else obs:
+            total += _numbers(item, budget - total)
+            if total > budget:
+                break
+        return total
+    return 1
+
+
+_ARRAY_TEMPLATES: dict[tuple[int, ...], str] = {}
+
+
+def _array_template(shape: tuple[int, ...]) -> str:
+    """``%s`` placeholders in JSON nesting for an array of ``shape``: ``(2, 2)`` -> ``[[%s,%s],[%s,%s]]``."""
+    template = _ARRAY_TEMPLATES.get(shape)
+    if template is None:
+        template = "%s"
+        for size in reversed(shape):
+            template = "[" + ",".join([template] * size) + "]"
+        if len(_ARRAY_TEMPLATES) < 256:
+            _ARRAY_TEMPLATES[shape] = template
+    return template
+
+
+def _fast_json(value: Any) -> str | None:
+    """JSON text identical to the general path's, or None where only the general path is sure to be right."""
+    kind = type(value)
+    if kind is int or kind is str:
+        return str(value) if kind is int else json.dumps(value)
+    if kind is float or isinstance(value, np.floating):
+        number = float(value)
+        return repr(number) if number - number == 0.0 else None  # NaN and infinities are spelled NaN, Infinity
+    if isinstance(value, np.integer):
+        return str(int(value))
+    if kind is np.ndarray:
+        if value.dtype.kind not in "iuf" or 0 in value.shape or value.size > 4096:
+            return None
+        if value.dtype.kind == "f" and not np.isfinite(value).all():
+            return None
+        if not value.ndim:
+            return _fast_json(value.item())
+        flat = value.ravel().tolist()  # Python ints and floats: %s spells them as JSON does
+        return _array_template(value.shape) % tuple(flat)
+    if kind is dict:
+        if not all(type(key) is str for key in value):
+            return None
+        parts = []
+        for key in sorted(value):
+            text = _fast_json(value[key])
+            if text is None:
+                return None
+            parts.append(json.dumps(key) + ":" + text)
+        return "{" + ",".join(parts) + "}"
+    if kind is list or kind is tuple:
+        parts = []
+        for item in value:
+            text = _fast_json(item)
+            if text is None:
+                return None
+            parts.append(text)
+        return "[" + ",".join(parts) + "]"
+    return None
+
+
+def observation_digest(obs: Any) -> str:
+    """A 16-hex-digit digest of an observation: equal observations, equal digests.
+
+    Example:
+        >>> import numpy as np
+        >>> observation_digest(np.zeros(3)) == observation_digest(np.zeros(3))
+        True
+        >>> observation_digest({"a": 1, "b": "x"}) == observation_digest({"b": "x", "a": 1})
+        True
+    """
+    h = hashlib.blake2b(digest_size=8)
+    _feed(h, obs)
+    return h.hexdigest()
+
+
+_DTYPE_TEXT: dict[Any, bytes] = {}
+
+
+def _feed(h: Any, obs: Any) -> None:
+    if isinstance(obs, np.ndarray):
+        name = _DTYPE_TEXT.get(obs.dtype)
+        if name is None:
+            name = _DTYPE_TEXT.setdefault(obs.dtype, str(obs.dtype).encode())  # str(dtype) is slow, and per step
+        h.update(name + str(obs.shape).encode())
+        h.update(np.ascontiguousarray(obs).data)
+    elif isinstance(obs, dict):
+        for key in sorted(obs):
+            h.update(str(key).encode() + b"=")
+            _feed(h, obs[key])
+    elif isinstance(obs, (list, tuple)):
+        for item in obs:
+            _feed(h, item)
+            h.update(b",")
+    else:
+        h.update(repr(to_jsonable(obs)).encode())
+
+
+@dataclass
+class EpisodeRecord:
+    """One episode's summary. ``reason`` is the final verdict's; ``error`` is set when it crashed.
+
+    Example:
+        >>> record = EpisodeRecord(episode_id=0, spec_hash="ab", seed=3, policy_id="random", length=2,
+        ...                        return_=1.0, success=True, score=1.0, reason="reached goal")
+        >>> record.to_row()["return"], record.failed
+        (1.0, False)
+    """
+
+    episode_id: int
+    spec_hash: str
+    seed: int | None
+    policy_id: str
+    length: int
+    return_: float
+    success: bool
+    score: float
+    reason: str
+    spec_json: str = ""
+    terminal_cause: str | None = None
+    level_features: dict[str, float] = field(default_factory=dict)
+    level_id: str | None = None
+    error: str | None = None
+    wall_time: float = 0.0
+    tokens: int | None = None
+    model_calls: int | None = None
+    tool_errors: int | None = None
+    retries: int | None = None
+    human_interventions: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """Whether the episode ended without the verifier's success (errors included)."""
+        return not self.success
+
+    def to_row(self) -> dict[str, Any]:
+        row = asdict(self)
+        row["return"] = row.pop("return_")
+        row["level_features"] = list(row["level_features"].items())
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EpisodeRecord:
+        row = dict(row)
+        row["return_"] = row.pop("return")
+        row["level_features"] = dict(row["level_features"] or [])
+        return cls(**row)
+
+
+@dataclass
+class StepRecord:
+    """One step: action, reward, ends, a digest of what the agent saw (and the observation if small)."""
+
+    episode_id: int
+    t: int
+    action: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    obs_digest: str
+    blocked: str | None = None
+    obs: str | None = None
+    position: str | None = None
+    info: str = "{}"
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> StepRecord:
+        return cls(**row)
+
+
+def episodes_table(episodes: list[EpisodeRecord]) -> pa.Table:
+    """Episodes as an Arrow table in :data:`EPISODE_SCHEMA`."""
+    return pa.Table.from_pylist([e.to_row() for e in episodes], schema=EPISODE_SCHEMA)
+
+
+def steps_table(steps: list[StepRecord]) -> pa.Table:
+    """Steps as an Arrow table in :data:`STEP_SCHEMA`, built column by column (no per-step dict)."""
+    return pa.Table.from_arrays(
+        [pa.array([getattr(s, name) for s in steps], type=STEP_SCHEMA.field(name).type) for name in STEP_SCHEMA.names],
+        schema=STEP_SCHEMA,
+    )

@@ -1,0 +1,102 @@
+"""The loop's configuration: :class:`LoopConfig`, the arms (:data:`ARMS`) and the seed ranges each use draws from.
+
+Every range is far from the others, so training, collection, validation, selection and
+held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
+(validation levels) ``1_500_000 + i``, collection ``2_000_000``, candidate validation
+``3_000_000``, training ``4_000_000`` (a million per round) and the transfer gate
+``5_000_000_000``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from envharness.spec import HarnessSpec
+from envrigger.loop.learners import LEARNERS
+from envrigger.loop.validate import ValidationConfig
+
+EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
+TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
+ARMS = ("original", "dr", "plr", "rigger")
+
+
+class LoopConfig(BaseModel):
+    """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run."""
+
+    spec: HarnessSpec
+    heldout_spec: HarnessSpec | None = Field(
+        None,
+        description="held-out levels come from this env instead: the same env id with other level parameters "
+        "(e.g. physics outside the training range), no transforms; validation stays on `spec`",
+    )
+    learner: str = Field("ppo", description="learner kind: ppo or qlearning")
+    learner_params: dict[str, Any] = Field(default_factory=dict)
+    arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
+    rounds: int = Field(3, ge=1, le=1000)
+    budget_steps: int = Field(50_000, ge=100, description="training steps per round, for each arm")
+    collect_episodes: int = Field(60, ge=5, le=9_999)
+    eval_episodes: int = Field(200, ge=10, le=100_000, description="held-out episodes (one per held-out seed), once at the end")
+    val_episodes: int = Field(100, ge=10, le=100_000, description="validation-level episodes per arm and round, to pick the round")
+    candidates_per_round: int = Field(4, ge=1, le=100)
+    dr_pool: int = Field(16, ge=1, le=1000, description="random reshapings per round for the dr arm")
+    allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
+    seed: int = Field(0, ge=0)
+    workers: int | None = Field(None, ge=1)
+    backend: str = "process"
+    band: tuple[float, float] = (0.2, 0.8)
+    confidence: float = Field(0.9, gt=0.5, lt=1.0)
+    min_rollouts: int = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
+    max_rollouts: int = Field(80, ge=5, le=9_999)
+    candidate_timeout_s: float = Field(300.0, gt=0)
+    transfer_steps: int = Field(
+        0,
+        ge=0,
+        description="with N > 0, the transfer gate: a candidate that passed every other gate is admitted only if a copy of "
+        "the learner fine-tuned N steps on the original env and the candidate (half each) then solves more fresh levels "
+        "of the original env than a copy fine-tuned N steps on the original env alone; the copies are thrown away, and "
+        "their steps count as the rigger arm's `transfer` interaction",
+    )
+    transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
+
+    @field_validator("learner")
+    @classmethod
+    def _known_learner(cls, value: str) -> str:
+        if value not in LEARNERS:
+            raise ValueError(f"--learner: got {value!r}; use one of {', '.join(LEARNERS)}")
+        return value
+
+    @field_validator("arms")
+    @classmethod
+    def _known_arms(cls, value: list[str]) -> list[str]:
+        unknown = [a for a in value if a not in ARMS]
+        if unknown or not value or len(set(value)) != len(value):
+            raise ValueError(f"--arms: got {','.join(value)!r}; give distinct arms from {','.join(ARMS)}")
+        return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
+
+    @model_validator(mode="after")
+    def _heldout_is_the_same_env(self) -> LoopConfig:
+        held = self.heldout_spec
+        if held is not None and (held.env_id != self.spec.env_id or held.transforms):
+            raise ValueError(
+                f"heldout_spec: got {held.env_id} with {len(held.transforms)} transform(s); give {self.spec.env_id} "
+                "with other env kwargs and no transforms, so held-out levels are judged by the same verifier"
+            )
+        return self
+
+    @property
+    def heldout_base(self) -> HarnessSpec:
+        """The env the held-out levels are drawn from: :attr:`heldout_spec`, else :attr:`spec`."""
+        return self.heldout_spec or self.spec
+
+    def validation(self) -> ValidationConfig:
+        return ValidationConfig(
+            band=self.band,
+            confidence=self.confidence,
+            min_rollouts=self.min_rollouts,
+            max_rollouts=max(self.max_rollouts, self.min_rollouts),
+            timeout_s=self.candidate_timeout_s,
+            backend=self.backend,
+            workers=self.workers,
+        )

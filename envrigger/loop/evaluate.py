@@ -1,0 +1,48 @@
+"""Scoring a policy on the original env with its original verifier: :func:`evaluate`.
+
+Used for the validation levels every round (to pick an arm's round), for the held-out
+levels once at the end, and by the transfer gate.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envharness.spec import HarnessSpec
+from envrigger.diagnose.model import wilson
+from envrigger.loop.config import LoopConfig
+from envrigger.rollout import rollout
+
+
+def evaluate(
+    policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig, trained_on: set[str] | None = None
+) -> dict[str, Any]:
+    """Success of ``policy`` on the original env with its original verifier, one episode per seed.
+
+    Reports the success rate with its Wilson interval (over these episodes of one learner),
+    the mean episode length, the mean length of successful episodes (steps to success), the
+    env steps taken, the number of distinct levels and, with ``trained_on``, the share of
+    episodes on a level the learner trained on.
+    """
+    store = rollout(spec, policy, seeds=seeds, backend=config.backend, workers=config.workers, out=out)
+    table = store.episodes_table(["success", "length", "level_id"])
+    success = table.column("success").to_numpy(zero_copy_only=False).astype(bool)
+    lengths = table.column("length").to_numpy()
+    wins = int(success.sum())
+    lo, hi = wilson(wins, len(seeds))
+    levels = table.column("level_id").to_pylist()
+    result = {
+        "success": wins / len(seeds),
+        "ci": [lo, hi],
+        "episodes": len(seeds),
+        "mean_length": float(np.mean(lengths)),
+        "steps_to_success": float(np.mean(lengths[success])) if wins else None,
+        "env_steps": int(lengths.sum()),
+        "levels": len(set(levels)),
+    }
+    if trained_on is not None:
+        result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
+    return result

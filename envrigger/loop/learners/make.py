@@ -1,0 +1,35 @@
+"""Making and loading learners by kind: :func:`make_learner` and :func:`load_learner`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from envrigger.loop.learners.ppo import PPOLearner
+from envrigger.loop.learners.protocol import LEARNERS
+from envrigger.loop.learners.tabular import TabularLearner
+from envrigger.loop.learners.textq import TextQLearner
+
+
+def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> TabularLearner | PPOLearner | TextQLearner:
+    """A fresh learner of ``kind`` (``qlearning``, ``ppo`` or ``textq``) for ``env``'s spaces."""
+    if kind == "qlearning":
+        return TabularLearner(env, seed=seed, **params)
+    if kind == "textq":
+        return TextQLearner(env, seed=seed, **params)
+    if kind == "ppo":
+        try:
+            import stable_baselines3  # noqa: F401
+        except ImportError:
+            raise ValueError('--learner ppo needs Stable-Baselines3: pip install "envharness[sb3]"') from None
+        return PPOLearner(env, seed=seed, **params)
+    raise ValueError(f"--learner: got {kind!r}; use one of {', '.join(LEARNERS)}")
+
+
+def load_learner(kind: str, path: Path, env: gym.Env) -> TabularLearner | PPOLearner | TextQLearner:
+    """Load a learner saved by :meth:`LoopLearner.save` under ``path`` (without its suffix)."""
+    if kind == "textq":
+        return TextQLearner.load(path, env)
+    return (TabularLearner if kind == "qlearning" else PPOLearner).load(path, env)

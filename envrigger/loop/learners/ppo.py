@@ -1,0 +1,245 @@
+"""The PPO learner (kind ``ppo``, the default): Stable-Baselines3 PPO over :class:`~envrigger.loop.learners.features.Features`.
+
+Contains :class:`PPOLearner`, :data:`PPO_DEFAULTS` and :class:`TorchPolicy` (a trained PPO
+network as a picklable, seeded policy for rollouts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envrigger.loop.learners.features import Features, _Featurized
+
+
+class TorchPolicy:
+    """A trained actor-critic network as a policy: features in, an action out.
+
+    Stochastic by default (it samples from the policy's action distribution with its own
+    generator, seeded per episode from ``seed`` and the episode's seed), which is how a
+    PPO agent is evaluated when its greedy action can loop forever in a partially observed
+    grid; ``deterministic=True`` takes the most likely action. Picklable, so it runs on
+    every rollout backend, and independent of the model it came from.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-Random-6x6-v0")
+        >>> learner = PPOLearner(env, seed=0)
+        >>> policy = learner.policy()
+        >>> policy.reset(7)
+        >>> obs, info = env.reset(seed=7)
+        >>> policy.act(obs, info) in range(env.action_space.n)
+        True
+    """
+
+    name = "ppo"
+
+    def __init__(
+        self, network: Any, features: Features, discrete: bool, seed: int = 0, deterministic: bool = False, policy_id: str = "ppo"
+    ) -> None:
+        self.network, self.features, self.discrete = network, features, discrete
+        self.seed, self.deterministic, self.policy_id = seed, deterministic, policy_id
+        self.rng = np.random.default_rng(seed)
+
+    def reset(self, seed: int | None) -> None:
+        self.rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
+
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        import torch
+
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)  # one small forward pass per step: threads only add overhead
+        with torch.no_grad():
+            x = torch.as_tensor(self.features(obs)).unsqueeze(0)
+            dist = self.network.get_distribution(x).distribution
+            if self.discrete:
+                probs = dist.probs[0].numpy().astype(np.float64)
+                if self.deterministic:
+                    return int(np.argmax(probs))
+                return int(self.rng.choice(len(probs), p=probs / probs.sum()))
+            mean, std = dist.mean[0].numpy(), dist.stddev[0].numpy()
+            return mean if self.deterministic else mean + std * self.rng.standard_normal(mean.shape)
+
+    @staticmethod
+    def act_batch(policies: list[TorchPolicy], observations: list[Any], infos: list[dict[str, Any]]) -> list[Any]:
+        """Actions for several episodes in one forward pass; ``policies`` are copies of one policy, one per episode.
+
+        Each copy samples with its own generator, so every episode gets the action :meth:`act`
+        would have chosen for it.
+        """
+        import torch
+
+        first = policies[0]
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
+        with torch.no_grad():
+            x = torch.as_tensor(np.stack([first.features(obs) for obs in observations]))
+            dist = first.network.get_distribution(x).distribution
+            if first.discrete:
+                rows = dist.probs.numpy().astype(np.float64)
+                return [
+                    int(np.argmax(probs)) if policy.deterministic else int(policy.rng.choice(len(probs), p=probs / probs.sum()))
+                    for policy, probs in zip(policies, rows, strict=True)
+                ]
+            means, stds = dist.mean.numpy(), dist.stddev.numpy()
+            return [
+                mean if policy.deterministic else mean + std * policy.rng.standard_normal(mean.shape)
+                for policy, mean, std in zip(policies, means, stds, strict=True)
+            ]
+
+
+PPO_DEFAULTS: dict[str, Any] = {
+    "n_envs": 8,
+    "n_steps": 128,
+    "batch_size": 256,
+    "n_epochs": 4,
+    "learning_rate": 2.5e-4,
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_range": 0.2,
+    "ent_coef": 0.01,
+    "net_arch": [64, 64],
+}
+
+
+class PPOLearner:
+    """Stable-Baselines3 PPO with an MLP over :class:`Features`, on ``n_envs`` mixture sub-envs.
+
+    Parameters (``PPO_DEFAULTS``, each overridable): ``n_envs`` sub-envs that share the
+    arm's level stream, PPO's ``n_steps``, ``batch_size``, ``n_epochs``, ``learning_rate``,
+    ``gamma``, ``gae_lambda``, ``clip_range``, ``ent_coef``, and the MLP's ``net_arch``.
+    Observations are not rescaled (``normalize_images=False``): MiniGrid's codes are small
+    integers. Training runs on the CPU with one torch thread; each call reseeds SB3 from
+    ``seed``, so a resumed run trains the same bits as an uninterrupted one. Rollouts use
+    :meth:`policy`, a stochastic :class:`TorchPolicy`.
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("MiniGrid-Empty-Random-6x6-v0")
+        >>> learner = PPOLearner(env, seed=0, n_envs=2, n_steps=32, batch_size=64)
+        >>> learner.train(lambda: envharness.wrap("MiniGrid-Empty-Random-6x6-v0"), 64, seed=0)
+        64
+    """
+
+    kind = "ppo"
+    suffix = ".zip"
+
+    def __init__(self, env: gym.Env, seed: int = 0, **params: Any) -> None:
+        unknown = set(params) - set(PPO_DEFAULTS)
+        if unknown:
+            raise ValueError(f"ppo: unknown parameter(s) {', '.join(sorted(unknown))}; use {', '.join(PPO_DEFAULTS)}")
+        self.params = {**PPO_DEFAULTS, **params}
+        self.seed = seed
+        self.features = Features(env.observation_space)
+        self.discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        self.model = self._build(env)
+
+    def _vec(self, factories: list[Callable[[], gym.Env]]) -> Any:
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        def featurized(make: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+            return lambda: _Featurized(make(), self.features)
+
+        return DummyVecEnv([featurized(make) for make in factories])
+
+    def _build(self, env: gym.Env) -> Any:
+        from stable_baselines3 import PPO
+
+        p = self.params
+        # A stand-in vectorized env with the right spaces; each train() call sets the real one.
+        placeholder = self._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(p["n_envs"]))
+        with _one_thread():
+            return PPO(
+                "MlpPolicy",
+                placeholder,
+                n_steps=int(p["n_steps"]),
+                batch_size=int(p["batch_size"]),
+                n_epochs=int(p["n_epochs"]),
+                learning_rate=float(p["learning_rate"]),
+                gamma=float(p["gamma"]),
+                gae_lambda=float(p["gae_lambda"]),
+                clip_range=float(p["clip_range"]),
+                ent_coef=float(p["ent_coef"]),
+                seed=self.seed,
+                device="cpu",
+                verbose=0,
+                policy_kwargs={"net_arch": list(p["net_arch"]), "normalize_images": False},
+            )
+
+    @property
+    def policy_id(self) -> str:
+        return f"ppo[{self.model.num_timesteps} steps]"
+
+    def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
+        vec = self._vec([make_env] * int(self.params["n_envs"]))
+        before = self.model.num_timesteps
+        try:
+            with _one_thread():
+                self.model.set_env(vec)
+                self.model.set_random_seed(int(seed))
+                self.model.learn(total_timesteps=int(steps), reset_num_timesteps=False, progress_bar=False)
+        finally:
+            vec.close()
+        return int(self.model.num_timesteps - before)
+
+    def policy(self) -> TorchPolicy:
+        source = self.model.policy
+        network = type(source)(**source._get_constructor_parameters())  # a fresh module: no optimizer, no graph
+        network.load_state_dict(source.state_dict())
+        return TorchPolicy(network.eval(), self.features, self.discrete, seed=self.seed, policy_id=self.policy_id)
+
+    def save(self, path: Path) -> Path:
+        target = Path(path).with_suffix(self.suffix)
+        tmp = target.with_name(f".{target.stem}.tmp.zip")
+        self.model.save(str(tmp))
+        meta = {"kind": "ppo", "seed": self.seed, "params": self.params}
+        target.with_suffix(".meta.json").write_text(json.dumps(meta))
+        tmp.replace(target)
+        return target
+
+    @classmethod
+    def load(cls, path: Path, env: gym.Env) -> PPOLearner:
+        from stable_baselines3 import PPO
+
+        target = Path(path).with_suffix(cls.suffix)
+        meta = json.loads(target.with_suffix(".meta.json").read_text())
+        learner = cls.__new__(cls)
+        learner.params, learner.seed = meta["params"], meta["seed"]
+        learner.features = Features(env.observation_space)
+        learner.discrete = isinstance(env.action_space, gym.spaces.Discrete)
+        placeholder = learner._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(learner.params["n_envs"]))
+        learner.model = PPO.load(str(target), env=placeholder, device="cpu")
+        return learner
+
+
+class _Spaces(gym.Env):
+    """An env that only has spaces: what SB3 needs to build a model before training starts."""
+
+    def __init__(self, observation_space: gym.Space[Any], action_space: gym.Space[Any]) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        return self.observation_space.sample(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+class _one_thread:
+    """Run torch on one thread inside the block (small MLPs are slower on more), then restore."""
+
+    def __enter__(self) -> None:
+        import torch
+
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        import torch
+
+        torch.set_num_threads(self.before)

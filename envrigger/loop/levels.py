@@ -1,0 +1,168 @@
+"""Levels: which seeds an arm may play, and which levels a run keeps for validation and held-out evaluation.
+
+Contains :class:`Seeds` (fresh training seeds in order, skipping every seed whose *base*
+level, the original env's level for that seed before any state transform, is reserved),
+:func:`first_free` and :class:`LevelSplit` (the level ids training must never see).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from envharness.spec import HarnessSpec
+from envrigger.data import TrajectoryError
+from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
+
+
+class Seeds:
+    """Fresh training seeds in order, skipping every seed whose base level is reserved.
+
+    Example:
+        >>> from envharness import HarnessSpec
+        >>> spec = HarnessSpec(env_id="MiniGrid-Empty-Random-6x6-v0")
+        >>> reserved = {Seeds(spec, 0).level(100)}
+        >>> seeds = Seeds(spec, start=100, reserved=reserved)
+        >>> seed = seeds.next()
+        >>> seed > 100 and seeds.level(seed) not in reserved and seeds.skipped >= 1
+        True
+    """
+
+    def __init__(self, base: HarnessSpec, start: int, reserved: set[str] | None = None) -> None:
+        self.base, self.counter, self.reserved = base, start, reserved or set()
+        self.skipped = 0
+        self.issued: list[int] = []
+        self.levels: set[str] = set()  # base level ids of every issued seed
+        self._probe: Any = None
+
+    def level(self, seed: int) -> str:
+        """The original env's level id for ``seed`` (one reset of a plain base env)."""
+        if self._probe is None:
+            self._probe = self.base.build()
+        level = self._probe.reset(seed=int(seed))[1].get("level_id")
+        return "" if level is None else str(level)
+
+    def next(self) -> int:
+        while True:
+            seed, self.counter = self.counter, self.counter + 1
+            level = self.level(seed)
+            if level in self.reserved:
+                self.skipped += 1
+                continue
+            self.levels.add(level)
+            self.issued.append(seed)
+            return seed
+
+    def close(self) -> None:
+        if self._probe is not None:
+            self._probe.close()
+            self._probe = None
+
+
+def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], count: int, levels: set[str] | None = None) -> list[int]:
+    """The first ``count`` of ``seeds`` whose base level is not reserved; ``levels``, if given, collects their levels.
+
+    Example:
+        >>> from envharness import HarnessSpec
+        >>> spec = HarnessSpec(env_id="MiniGrid-Empty-Random-6x6-v0")
+        >>> taken = Seeds(spec, 0).level(0)
+        >>> 0 in first_free(spec, range(10), {taken}, 3)
+        False
+    """
+    picker = Seeds(base, 0, reserved)
+    out: list[int] = []
+    try:
+        for seed in seeds:
+            if len(out) >= count:
+                break
+            level = picker.level(seed) if reserved or levels is not None else ""
+            if level not in reserved:
+                out.append(int(seed))
+                if levels is not None:
+                    levels.add(level)
+    finally:
+        picker.close()
+    return out
+
+
+class LevelSplit(BaseModel):
+    """The reserved levels of a run: held-out (looked at once, at the end) and validation (picks rounds).
+
+    Built once by :meth:`make` and saved as ``levels.json``. ``reserved`` is what training,
+    collection and candidate validation must never play.
+    """
+
+    heldout_seeds: list[int]
+    heldout_levels: list[str]
+    validation_seeds: list[int]
+    validation_levels: list[str]
+    disjoint: bool = Field(description="False when the run allows seen levels and reserves nothing")
+
+    @property
+    def reserved(self) -> set[str]:
+        return set(self.heldout_levels) | set(self.validation_levels) if self.disjoint else set()
+
+    @classmethod
+    def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200) -> LevelSplit:
+        """Draw the held-out and validation levels, or refuse an env with too few distinct levels."""
+        heldout = [EVAL_SEED + i for i in range(config.eval_episodes)]
+        scan = Seeds(base, 0)
+        try:
+            if config.heldout_spec is None:
+                held = {scan.level(s) for s in heldout}
+            else:
+                other = Seeds(config.heldout_spec, 0)
+                try:
+                    held = {other.level(s) for s in heldout}
+                finally:
+                    other.close()
+            if config.allow_seen_levels:
+                val = [SELECT_SEED + i for i in range(config.val_episodes)]
+                return cls(
+                    heldout_seeds=heldout,
+                    heldout_levels=sorted(held),
+                    validation_seeds=val,
+                    validation_levels=sorted({scan.level(s) for s in val}),
+                    disjoint=False,
+                )
+            val_levels: set[str] = set()
+            val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels)
+            reserved = held | val_levels
+            taken = sum(scan.level(TRAIN_SEED + i) in reserved for i in range(probe))
+        finally:
+            scan.close()
+        if len(val) < config.val_episodes or taken > probe // 2:
+            raise TrajectoryError(
+                f"{base.env_id} has too few distinct levels for level-disjoint held-out evaluation: {len(held)} distinct levels "
+                f"among {len(heldout)} held-out seeds, and {taken} of {probe} training seeds land on a held-out or validation level; "
+                "use a procedurally generated env (e.g. MiniGrid-DoorKey-6x6-v0), or --allow-seen-levels to evaluate on "
+                "seeds of levels the learners also train on"
+            )
+        return cls(
+            heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val, validation_levels=sorted(val_levels), disjoint=True
+        )
+
+    def check(self, used: dict[str, set[str]]) -> dict[str, int]:
+        """Overlap of each use (``"arm:train"``, ``"collect"``...) with the reserved levels; raises if a disjoint split overlaps.
+
+        Example:
+            >>> split = LevelSplit(heldout_seeds=[1], heldout_levels=["a"], validation_seeds=[2], validation_levels=["b"], disjoint=True)
+            >>> split.check({"original:train": {"c", "d"}})
+            {'original:train': 0}
+            >>> split.check({"original:train": {"a", "c"}})
+            Traceback (most recent call last):
+            ...
+            envrigger.data.store.TrajectoryError: level overlap: original:train played 1 held-out or validation level(s) (a); the held-out result would not be on unseen levels
+        """
+        reserved = set(self.heldout_levels) | set(self.validation_levels)
+        overlap = {use: sorted(levels & reserved) for use, levels in used.items()}
+        if self.disjoint:
+            for use, shared in overlap.items():
+                if shared:
+                    raise TrajectoryError(
+                        f"level overlap: {use} played {len(shared)} held-out or validation level(s) "
+                        f"({', '.join(shared[:3])}); the held-out result would not be on unseen levels"
+                    )
+        return {use: len(shared) for use, shared in overlap.items()}

@@ -1,0 +1,140 @@
+"""The rigger round: after the rigger arm trained, diagnose its episodes, propose, validate and admit.
+
+Contains :func:`rigger_round`. Admissions train from the next round.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from envharness.spec import HarnessSpec
+from envrigger.diagnose import diagnose
+from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
+from envrigger.loop.levels import first_free
+from envrigger.loop.library import Library
+from envrigger.loop.mixture import Evidence
+from envrigger.loop.propose import propose
+from envrigger.loop.transfer import transfer_gate
+from envrigger.loop.validate import Validator
+from envrigger.rollout import rollout
+
+
+def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
+    env = spec.build()
+    try:
+        return (env.observation_space, env.action_space) == spaces
+    finally:
+        env.close()
+
+
+def rigger_round(
+    workdir: Path,
+    config: LoopConfig,
+    library: Library,
+    learner: Any,
+    number: int,
+    reserved: set[str],
+    spaces: tuple[Any, Any],
+    evidence: Evidence,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Diagnose, propose, validate and admit, after the rigger arm trained this round; admissions train from the next round.
+
+    The diagnosis reads the learner's own last training episodes on the original env; only
+    if there are fewer than ``collect_episodes`` of them are the rest collected fresh.
+    """
+    base = config.spec
+    rng = np.random.default_rng([config.seed, number])
+    seconds: dict[str, float] = {}
+    clock = time.perf_counter()
+    policy = learner.policy()
+    store = evidence.save(workdir / "evidence", base, policy.policy_id)
+    recorded = len(evidence.episodes)
+    missing = config.collect_episodes - recorded
+    collect_steps, collect_levels = 0, set()
+    if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
+        collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
+        log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
+        store = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "evidence")
+        table = store.episodes_table(["episode_id", "length", "level_id"])
+        fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
+        collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
+    seconds["collect"], clock = time.perf_counter() - clock, time.perf_counter()
+    diagnosis = diagnose(store)
+    (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
+    seconds["diagnose"], clock = time.perf_counter() - clock, time.perf_counter()
+    # A round that restarts after a crash sees the library as it was when the round began: what
+    # its killed attempt admitted is validated again (and admitted again under the same id), so
+    # a resumed run reports exactly what an uninterrupted one does.
+    before = [c for c in library.components() if c.round is None or c.round < number]
+    admitted_before = [(c.hash, c.spec, c.finding) for c in before]
+    # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
+    proposals = propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
+    # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
+    usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
+    # Mutations of admitted components (ACCEL) get up to half of the slots; catalog proposals the rest.
+    mutations = [c for c in usable if c.origin == "mutation"][: config.candidates_per_round // 2]
+    catalog = [c for c in usable if c.origin != "mutation"][: config.candidates_per_round - len(mutations)]
+    candidates = catalog + mutations
+    seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
+    log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
+    validator = Validator(policy, base, workdir / "validate", config.validation())
+    validation_levels: set[str] = set()
+    validation_seeds = first_free(
+        base,
+        range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)),
+        reserved,
+        config.max_rollouts + config.min_rollouts,
+        validation_levels,
+    )
+    admitted: list[Any] = []
+    rejected: dict[str, int] = {}
+    transfer_steps, transfer_levels = 0, set[str]()
+    for index, candidate in enumerate(candidates):
+        current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
+        result = validator.validate(candidate, validation_seeds, current)
+        if result.passed and config.transfer_steps:
+            gate, steps, levels = transfer_gate(workdir / f"transfer-{index}", config, learner, candidate.spec, number, index, reserved)
+            transfer_steps, transfer_levels = transfer_steps + steps, transfer_levels | levels
+            result.gates.append(gate)
+            result.passed = gate.passed
+            log(f"round {number}: transfer gate {'passed' if gate.passed else 'failed'}: {gate.detail}")
+        if result.passed:
+            component = library.admit(
+                candidate.spec,
+                finding=candidate.finding,
+                rationale=candidate.rationale,
+                gates=[g.model_dump() for g in result.gates],
+                seeds=result.seeds,
+                agent_id=policy.policy_id,
+                finding_stats=candidate.finding_stats,
+                origin=candidate.origin,
+                parent=candidate.parent,
+                round=number,
+            )
+            admitted.append(component)
+        else:
+            failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
+            rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
+    seconds["validate"] = time.perf_counter() - clock
+    return {
+        "seconds": seconds,
+        "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
+        "collected_success": diagnosis.success_rate,
+        "findings": [f.name for f in diagnosis.findings[:5]],
+        "candidates": len(candidates),
+        "admitted": admitted,
+        "rejected_by": rejected,
+        "collect_steps": collect_steps,
+        "validate_steps": validator.env_steps,
+        "transfer_steps": transfer_steps,
+        "collect_levels": collect_levels,
+        "validate_levels": validation_levels,
+        "transfer_levels": transfer_levels,
+    }

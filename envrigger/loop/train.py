@@ -1,0 +1,69 @@
+"""Training one arm for a round: its learner on a :class:`~envrigger.loop.mixture.MixtureEnv` over the arm's specs.
+
+Contains :func:`train_arm` and :class:`Arm` (one arm's learner and level stream). The
+loop talks to learners only through the :class:`~envrigger.loop.learners.LoopLearner`
+protocol.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envharness.spec import HarnessSpec
+from envrigger.loop.config import TRAIN_SEED, LoopConfig
+from envrigger.loop.levels import Seeds
+from envrigger.loop.mixture import Evidence, MixtureEnv
+from envrigger.loop.samplers import PLR
+
+
+class Arm:
+    """One arm's learner and level stream during a run."""
+
+    def __init__(self, name: str, learner: Any, replay: PLR | None = None) -> None:
+        self.name, self.learner, self.replay = name, learner, replay
+
+    def path(self, out: Path, number: int) -> Path:
+        return out / f"{self.name}-round-{number}"
+
+
+def train_arm(
+    arm: Arm,
+    specs: list[HarnessSpec],
+    sampler: Any,
+    config: LoopConfig,
+    number: int,
+    reserved: set[str],
+    evidence: Evidence | None = None,
+    start: int | None = None,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """Train ``arm`` for ``steps`` (default the round's budget) on fresh seeds from ``start`` (default the round's training seeds)."""
+    seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number if start is None else start, reserved)
+    replays_before = sampler.replays
+    envs: list[MixtureEnv] = []
+    picks = np.zeros(len(specs), dtype=int)
+
+    def count(index: int, seed: int, success: bool, length: int) -> None:
+        picks[index] += 1
+
+    def make() -> MixtureEnv:
+        env = MixtureEnv(specs, sampler, seeds, on_episode=count, evidence=evidence)
+        envs.append(env)
+        return env
+
+    try:
+        taken = arm.learner.train(make, config.budget_steps if steps is None else steps, seed=config.seed * 100_003 + number)
+    finally:
+        seeds.close()
+    return {
+        "steps": taken,
+        "episodes": int(picks.sum()),
+        "picks": picks.tolist(),
+        "levels": seeds.levels,
+        "skipped_reserved": seeds.skipped,
+        "refused": sum(e.refused for e in envs),
+        "replays": sampler.replays - replays_before,
+    }

@@ -1,0 +1,67 @@
+"""The transfer gate (opt-in, ``LoopConfig.transfer_steps``): does fine-tuning on a candidate help on the original env?
+
+Contains :func:`transfer_gate`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envharness.spec import HarnessSpec
+from envrigger.loop.config import TRANSFER_SEED, LoopConfig
+from envrigger.loop.evaluate import evaluate
+from envrigger.loop.learners import load_learner
+from envrigger.loop.levels import first_free
+from envrigger.loop.samplers import Fixed, Uniform
+from envrigger.loop.train import Arm, train_arm
+from envrigger.loop.validate import GateResult
+
+
+def transfer_gate(
+    workdir: Path, config: LoopConfig, learner: Any, candidate: HarnessSpec, number: int, index: int, reserved: set[str]
+) -> tuple[GateResult, int, set[str]]:
+    """Does training on ``candidate`` help on the original env? Fine-tune two copies of ``learner`` and compare them there.
+
+    Both copies start from the learner's weights, train ``transfer_steps`` from the same
+    seed on the same stream of fresh original-env seeds (one on the original env only, the
+    other on it and the candidate, half each), then play the same ``transfer_episodes``
+    fresh original-env levels; the candidate passes only if its copy solves more of them
+    (fail closed: a tie or an error fails). No level is reserved (held-out or validation).
+    Returns the gate, the env steps both copies took, and the base levels they played.
+    """
+    base = config.spec
+    shutil.rmtree(workdir, ignore_errors=True)  # scored afresh every time
+    workdir.mkdir(parents=True)
+    start = TRANSFER_SEED + 10_000_000 * number + 100_000 * index
+    scored_levels: set[str] = set()
+    scored_seeds = first_free(base, range(start, start + 20 * config.transfer_episodes), reserved, config.transfer_episodes, scored_levels)
+    saved = workdir / "start"
+    learner.save(saved)
+    probe = base.build()
+    success: dict[str, float] = {}
+    steps, levels = 0, set(scored_levels)
+    try:
+        for name, specs, sampler in (
+            ("original", [base], Fixed()),
+            ("with", [base, candidate], Uniform(2, np.random.default_rng([config.seed, number, index, 5]))),
+        ):
+            copy = Arm(name, load_learner(config.learner, saved, probe))
+            trained = train_arm(copy, specs, sampler, config, number, reserved, start=start + 50_000, steps=config.transfer_steps)
+            steps, levels = steps + trained["steps"], levels | trained["levels"]
+            scored = evaluate(copy.learner.policy(), base, scored_seeds, workdir / f"score-{name}", config)
+            success[name], steps = scored["success"], steps + scored["env_steps"]
+    except Exception as error:  # noqa: BLE001 - a candidate that cannot be trained on fails the gate
+        return GateResult(gate="transfer", passed=False, detail=f"fine-tuning failed: {error}"), steps, levels
+    finally:
+        probe.close()
+    passed = success["with"] > success["original"]
+    detail = (
+        f"after {config.transfer_steps} fine-tuning steps, original-env success {success['with']:.3f} with the candidate vs "
+        f"{success['original']:.3f} without, on {len(scored_seeds)} fresh levels"
+    )
+    statistic = {**success, "episodes": len(scored_seeds), "steps": config.transfer_steps}
+    return GateResult(gate="transfer", passed=passed, statistic=statistic, detail=detail), steps, levels

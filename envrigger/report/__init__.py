@@ -1,0 +1,13 @@
+"""Reports of a diagnosis: a rich table for the terminal and a self-contained HTML page.
+
+- :mod:`~envrigger.report.console`: :func:`findings_table`;
+- :mod:`~envrigger.report.plots`: :func:`plots` and :func:`finding_plots`;
+- :mod:`~envrigger.report.frames`: frame strips of evidence, replayed from spec, seed and actions;
+- :mod:`~envrigger.report.html`: :func:`render_html` and its template, ``templates/diagnosis.html.j2``.
+"""
+
+from envrigger.report.console import findings_table
+from envrigger.report.html import render_html
+from envrigger.report.plots import finding_plots, plots
+
+__all__ = ["finding_plots", "findings_table", "plots", "render_html"]

@@ -1,0 +1,225 @@
+"""One episode: play a policy on an env and turn what happened into records.
+
+Contains :func:`run_episode`, :func:`step_record`, :func:`episode_record` and the
+wall-time limit of a serial episode. Every backend runs episodes through here, so an
+episode's records do not depend on the backend.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from typing import Any
+
+from envrigger.data import (
+    EpisodeRecord,
+    StepRecord,
+    dumps,
+    inline_observation,
+    observation_digest,
+)
+
+DEFAULT_EPISODE_TIMEOUT = 600.0  # seconds of wall time an episode may take before it is recorded as hung
+WALL_TIMEOUT = "timeout (wall)"
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _info_fields(info: dict[str, Any]) -> str:
+    kept = {k: v for k, v in info.items() if k not in ("verdict", "level") and isinstance(v, (str, int, float, bool))}
+    return dumps(kept) if kept else "{}"
+
+
+def run_episode(
+    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "", store_obs: str = "small"
+) -> tuple[EpisodeRecord, list[StepRecord]]:
+    """One episode; an exception in the env or the policy ends it with the error recorded.
+
+    Example:
+        >>> import envharness
+        >>> from envrigger.policies import RandomPolicy
+        >>> env = envharness.wrap("FrozenLake-v1")
+        >>> episode, steps = run_episode(env, RandomPolicy(env.action_space, seed=0), 0, seed=1)
+        >>> episode.length == len(steps), episode.reason in {"hole", "reached goal", "timeout"}
+        (True, True)
+    """
+    play = _Play(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+    act, advance = policy.act, play.advance
+    while not play.done:
+        try:
+            action = act(play.obs, play.info)
+        except Exception as exc:  # the policy raised: record it, keep the run going
+            play.fail(exc)
+            break
+        advance(action)
+    return play.record()
+
+
+class _Play:
+    """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
+
+    __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info")  # fmt: skip
+
+    def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
+        self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
+        self.spec_hash, self.spec_json, self.store_obs = spec_hash, spec_json, store_obs
+        self.started = time.perf_counter()
+        self.adapter = getattr(env, "adapter", None)
+        self.steps: list[StepRecord] = []
+        self.total, self.verdict, self.level = 0.0, None, {}
+        self.level_id: str | None = None
+        self.error: str | None = None
+        self.done, self.obs, self.info = False, None, {}
+        try:
+            if hasattr(policy, "reset"):
+                policy.reset(seed)
+            self.obs, self.info = env.reset(seed=seed)
+            self.level, self.level_id = self.info.get("level", {}), self.info.get("level_id")
+        except Exception as exc:  # the env or the policy raised: record it, keep the run going
+            self.fail(exc)
+
+    def advance(self, action: Any) -> None:
+        """Take the agent's ``action`` and record the step."""
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            steps = self.steps
+            steps.append(
+                step_record(self.episode_id, len(steps), action, obs, reward, terminated, truncated, info, self.adapter, self.store_obs)
+            )
+            self.total += float(reward)
+            self.obs, self.info = obs, info
+            if terminated or truncated:
+                self.verdict, self.done = info.get("verdict"), True
+        except Exception as exc:
+            self.fail(exc)
+
+    def fail(self, exc: BaseException) -> None:
+        self.error, self.verdict, self.done = _one_line(exc), None, True
+
+    def record(self) -> tuple[EpisodeRecord, list[StepRecord]]:
+        policy = self.policy
+        policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
+        record = episode_record(
+            self.episode_id, self.spec_hash, self.spec_json, self.seed, policy_id, self.steps, self.total, self.verdict, self.level,
+            self.level_id, self.error, time.perf_counter() - self.started,
+        )  # fmt: skip
+        return record, self.steps
+
+
+def step_record(
+    episode_id: int,
+    t: int,
+    action: Any,
+    obs: Any,
+    reward: Any,
+    terminated: bool,
+    truncated: bool,
+    info: dict[str, Any],
+    adapter: Any,
+    store_obs: str = "small",
+) -> StepRecord:
+    """The stored form of one step (``obs`` is the observation after it), as every recorder writes it."""
+    where = adapter.position() if adapter is not None else None
+    return StepRecord(
+        episode_id=episode_id,
+        t=t,
+        action=dumps(action),
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        obs_digest=observation_digest(obs),
+        blocked=info.get("blocked"),
+        obs=inline_observation(obs, store_obs),
+        position=dumps(where) if where is not None else None,
+        info=_info_fields(info),
+    )
+
+
+def episode_record(
+    episode_id: int,
+    spec_hash: str,
+    spec_json: str,
+    seed: int | None,
+    policy_id: str,
+    steps: list[StepRecord],
+    total: float,
+    verdict: Any,
+    level: dict[str, Any],
+    level_id: str | None,
+    error: str | None,
+    wall_time: float,
+) -> EpisodeRecord:
+    """The stored summary of one episode from its steps and final verdict."""
+    success = bool(verdict is not None and verdict.success and error is None)
+    reason = "error" if error is not None else (verdict.reason if verdict is not None else "no verdict")
+    return EpisodeRecord(
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=seed,
+        policy_id=policy_id,
+        length=len(steps),
+        return_=total,
+        success=success,
+        score=float(verdict.score) if verdict is not None and error is None else 0.0,
+        reason=reason,
+        terminal_cause=None if success else reason,
+        level_features={k: float(v) for k, v in level.items()},
+        level_id=level_id,
+        error=error,
+        wall_time=wall_time,
+    )
+
+
+class _WallTimeout(BaseException):
+    """Raised into a serial episode by SIGALRM (a BaseException, so run_episode does not record it as the env's error)."""
+
+
+def _serial_episode(
+    env: Any,
+    policy: Any,
+    episode_id: int,
+    seed: int | None,
+    spec_hash: str,
+    spec_json: str,
+    timeout: float | None,
+    store_obs: str = "small",
+) -> tuple[EpisodeRecord, list[StepRecord]]:
+    """:func:`run_episode` under a wall-time limit enforced with SIGALRM (main thread only; elsewhere no limit)."""
+    if not timeout or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _WallTimeout
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+    except _WallTimeout:
+        return _failed_episode(episode_id, seed, spec_hash, spec_json, f"the episode took more than {timeout:g} s", WALL_TIMEOUT), []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str, reason: str = "error") -> EpisodeRecord:
+    return EpisodeRecord(
+        episode_id=episode_id,
+        spec_hash=spec_hash,
+        spec_json=spec_json,
+        seed=seed,
+        policy_id="unknown",
+        length=0,
+        return_=0.0,
+        success=False,
+        score=0.0,
+        reason=reason,
+        terminal_cause=reason,
+        error=error,
+    )

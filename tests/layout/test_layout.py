@@ -1,0 +1,118 @@
+"""The layout keeps its promises: no import circles, envharness never imports envrigger, nothing imports benchmarks.
+
+Imports are read from the source (every ``import`` and ``from ... import`` statement, at
+module level or inside a function), so a circle hidden behind a function-level import is
+seen too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("envharness", "envrigger")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """The project modules ``path`` imports (a ``from pkg import name`` counts as ``pkg.name`` when that is a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(name for name in names if name in known)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for package in PACKAGES for p in (ROOT / package).rglob("*.py")}
+    return {name: _imports(path, set(paths)) - {name} for name, path in paths.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_module_of_either_package_imports_itself_through_others():
+    assert _circles(_graph()) == []
+
+
+def test_the_circle_finder_sees_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_envharness_never_imports_envrigger():
+    offenders = {m: sorted(d for d in deps if d.startswith("envrigger")) for m, deps in _graph().items() if m.startswith("envharness")}
+    assert {m: d for m, d in offenders.items() if d} == {}
+
+
+def test_nothing_in_the_packages_or_tests_imports_benchmarks():
+    for path in [*(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+        modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in modules if m.split(".")[0] == "benchmarks"], path
+
+
+def test_every_envrigger_subpackage_has_a_face_that_says_what_it_offers():
+    for package in sorted(p.parent for p in (ROOT / "envrigger").rglob("__init__.py")):
+        face = ast.parse((package / "__init__.py").read_text(encoding="utf-8"))
+        assert ast.get_docstring(face), f"{package.relative_to(ROOT)}/__init__.py has no docstring"
+
+
+def test_tests_mirror_the_packages():
+    """A test module sits in the folder of what it tests: a package's tree, or a named cross-cutting suite."""
+    allowed = {"envharness", "envrigger", "security", "sandbox", "faults", "first_hour", "docs", "benchmarks", "layout"}
+    tops = {p.relative_to(ROOT / "tests").parts[0] for p in (ROOT / "tests").rglob("test_*.py")}
+    assert tops <= allowed
+    assert not list((ROOT / "tests").glob("test_*.py")), "test modules at the top of tests/: move each into its folder"
+    for path in (ROOT / "tests" / "envrigger").rglob("test_*.py"):
+        folder = path.parent.relative_to(ROOT / "tests")
+        assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: tests/{folder} mirrors no package folder {folder}"
