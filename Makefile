@@ -1,4 +1,5 @@
 # The two set-up commands of the README. Each creates .venv (Python 3.11+) on first use.
+# --no-compile: pip byte-compiling every module it installs (torch has thousands) is most of the install time; Python compiles what it imports.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 CORE := $(VENV)/.installed-core
@@ -12,20 +13,21 @@ $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 
 $(CORE): pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install --quiet -e ".[test]"
+	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test]"
 	touch $(CORE)
 
 # The loop's default learner is PPO from Stable-Baselines3. torch is pinned to the CPU build
 # first so that stable-baselines3 does not pull a multi-gigabyte CUDA build.
 $(SB3): $(CORE)
-	$(VENV)/bin/python -m pip install --quiet "torch==2.13.0"
-	$(VENV)/bin/python -m pip install --quiet -e ".[test,sb3]"
+	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test,sb3]"
 	touch $(SB3)
 
-# The test suite covers the optional extras too.
-$(FULL): $(SB3)
-	$(VENV)/bin/python -m pip install --quiet -e ".[test,all]"
-	touch $(FULL)
+# The test suite covers the optional extras too: one pip run for everything (CPU torch first, as above).
+$(FULL): pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test,all]"
+	touch $(CORE) $(SB3) $(FULL)
 
 demo: $(SB3)
 	rm -rf runs/demo

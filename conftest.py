@@ -1,4 +1,7 @@
-"""Doctests that need a Docker engine, or the ``textworld`` extra, skip without it, except in CI, where they must run."""
+"""Doctests that need a Docker engine, or the ``textworld`` extra, skip without it, except in CI, where they must run.
+
+Also: the suite behaves the same in one process and under ``pytest-xdist``.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,14 @@ import pytest
 
 # The doctests that play TextWorld games.
 TEXTWORLD_DOCTESTS = ("textworld_games.TextWorldEnv", "adapters.textworld.TextWorldAdapter", "reference.TextWorldSolver")
+
+
+def pytest_configure(config):
+    # xdist's workers start with COLUMNS=80 in their environment; the CLIs' consoles read it at
+    # import, so output would wrap where a one-process run does not. The same width everywhere:
+    # what a non-terminal gets without COLUMNS (see envharness.cli.console).
+    if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get("COLUMNS") == "80":
+        del os.environ["COLUMNS"]
 
 
 def pytest_collection_modifyitems(config, items):

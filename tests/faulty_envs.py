@@ -2,7 +2,8 @@
 
 Importing this module registers ``faulty_envs:Crashy-v0``: a FrozenLake whose step raises
 on the seeds listed in ``crash_seeds``, hangs on ``hang_seeds`` and segfaults on
-``segv_seeds``.
+``segv_seeds``. With ``done_dir``, every episode that ends writes ``done-<seed>`` there:
+the event a test waits for instead of sleeping.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from pathlib import Path
 import gymnasium as gym
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
 
+LIMIT = 20  # the registered max_episode_steps
+
 
 class CrashyLake(FrozenLakeEnv):
-    def __init__(self, crash_seeds=(), hang_seeds=(), segv_seeds=(), **kwargs):
+    def __init__(self, crash_seeds=(), hang_seeds=(), segv_seeds=(), done_dir=None, **kwargs):
         super().__init__(is_slippery=False, **kwargs)
         self.crash_seeds, self.hang_seeds, self.segv_seeds = set(crash_seeds), set(hang_seeds), set(segv_seeds)
-        self._seed = None
+        self.done_dir = done_dir
+        self._seed, self._t = None, 0
 
     def reset(self, *, seed=None, options=None):
-        self._seed = seed
+        self._seed, self._t = seed, 0
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
@@ -36,11 +40,15 @@ class CrashyLake(FrozenLakeEnv):
         if self._seed in self.segv_seeds:
             signal.signal(signal.SIGSEGV, signal.SIG_DFL)  # no handler (pygame installs one that aborts instead)
             ctypes.string_at(0)  # a crash in native code: SIGSEGV
-        return super().step(action)
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._t += 1
+        if self.done_dir is not None and (terminated or truncated or self._t >= LIMIT):
+            Path(self.done_dir, f"done-{self._seed}").touch()
+        return obs, reward, terminated, truncated, info
 
 
 if "Crashy-v0" not in gym.registry:
-    gym.register(id="Crashy-v0", entry_point=CrashyLake, max_episode_steps=20)
+    gym.register(id="Crashy-v0", entry_point=CrashyLake, max_episode_steps=LIMIT)
 
 
 class KillerPolicy:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import faulty_envs  # noqa: F401 - registers faulty_envs:Crashy-v0 for the workers
@@ -44,6 +45,24 @@ def collect_cli(out: Path, *extra: str) -> subprocess.Popen:
         env=env,
         text=True,
     )
+
+
+def wait_for(event: Callable[[], bool], timeout: float) -> bool:
+    """Whether ``event()`` became true within ``timeout`` seconds (checked every 5 ms): a wait for what a child did, not a guess at how long it takes."""
+    deadline = time.monotonic() + timeout
+    while not event():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def committed_parts(out: Path) -> int:
+    """How many parts the run in ``out`` has committed (its manifest's list; 0 before there is one)."""
+    try:
+        return len(json.loads((out / "manifest.json").read_text())["parts"])
+    except (OSError, ValueError, KeyError):  # not written yet, or being replaced right now
+        return 0
 
 
 def small_run(tmp_path: Path, episodes: int = 6, flush_steps: int = 1) -> TrajectoryStore:
@@ -172,26 +191,29 @@ def test_a_damaged_manifest_is_a_clear_error(tmp_path):
 
 # -- kill -9 during collect ----------------------------------------------------------------------
 def test_kill_9_at_seeded_moments_during_collect_loses_no_committed_episode(tmp_path):
-    reference = rollout("FrozenLake-v1", "random", seeds=range(400), out=tmp_path / "reference", flush_steps=1)
+    reference = rollout("FrozenLake-v1", "random", seeds=range(400), out=tmp_path / "reference")
     expected = episodes_of(reference)
     rng, partial = random.Random(13), 0
     for trial in range(4):
         out = tmp_path / f"killed-{trial}"
         process = collect_cli(out, "--episode-timeout", "0", "--flush-steps", "20")
-        time.sleep(2.5 + rng.random() * 2.0)  # import time varies; the collect itself is short
+        # The moment is the child's own: right after its k-th committed part, plus up to 20 ms, so the
+        # kill lands somewhere in writing the next one (or between two).
+        parts = rng.randint(1, 40)
+        assert wait_for(lambda out=out, parts=parts, child=process: committed_parts(out) >= parts or child.poll() is not None, timeout=120)
+        time.sleep(rng.random() * 0.02)
         process.kill()
         process.wait()
-        if not (out / "run.json").is_file():
-            continue  # killed before the run existed: nothing to check
         store = TrajectoryStore(out)
         assert store.verify() == []
         got = episodes_of(store)
         assert got == {i: expected[i] for i in got}  # every committed episode whole and identical
         assert sorted(got) == list(range(len(got)))  # a prefix: nothing committed out of order
         partial += 0 < len(got) < 400
-        rollout("FrozenLake-v1", "random", seeds=range(len(got), 400), out=out, flush_steps=1)  # and appending resumes it
+        if len(got) < 400:
+            rollout("FrozenLake-v1", "random", seeds=range(len(got), 400), out=out)  # and appending resumes it
         assert episodes_of(TrajectoryStore(out)) == expected
-    assert partial, "no kill landed mid-collection; the moments need retuning"
+    assert partial == 4, "a kill landed after the collection ended; the child should still have been writing"
 
 
 # -- hanging and crashing envs ---------------------------------------------------------------------
@@ -226,16 +248,18 @@ def test_ctrl_c_commits_the_episodes_that_finished_after_a_hung_one(tmp_path):
     code = "import sys, faulty_envs; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
     spec = tmp_path / "spec.json"
-    spec.write_text(HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [0]}).to_json())
+    done = tmp_path / "done"
+    done.mkdir()
+    spec.write_text(HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [0], "done_dir": str(done)}).to_json())
     process = subprocess.Popen(
         [sys.executable, "-c", code, "collect", str(spec), "-n", "6", "--backend", "process", "-w", "2", "-o", str(out),
          "--allow-import", "faulty_envs"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, text=True, start_new_session=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (out / "run.json").is_file():
-        time.sleep(0.2)
-    time.sleep(10)  # seeds 1-5 finish on the second worker while seed 0 hangs on the first
+    # Seeds 1-5 finish on the second worker while seed 0 hangs on the first: each writes its marker as it ends.
+    finished = [done / f"done-{seed}" for seed in range(1, 6)]
+    assert wait_for(lambda: all(marker.is_file() for marker in finished), timeout=120), "seeds 1-5 never finished"
+    time.sleep(0.5)  # the last result's way from the worker to the parent's writer (a pipe), not a wait for the work
     os.killpg(process.pid, signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "interrupted" in err.strip().splitlines()[-1]
@@ -394,16 +418,19 @@ def test_kill_9_at_seeded_moments_during_a_loop_then_resume_gives_the_uninterrup
     def envrigger(*args: str) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
-    started = time.monotonic()
     whole = envrigger("run", str(spec), "-o", str(tmp_path / "whole"), *options)
     assert whole.wait(timeout=600) == 0, whole.stderr.read() if whole.stderr else ""
-    took = time.monotonic() - started
     expected = json.loads((tmp_path / "whole" / "final.json").read_text())
+    # Moments the loop itself marks, in the order it reaches them: a kill lands up to 30 ms after one.
+    milestones = ["levels.json", "round-1/evidence", "round-1/diagnosis.json", "round-1/validate", "original-round-1.json",
+                  "levels-round-1.json", "round-2/select-original", "rigger-round-2.json", "heldout-original/manifest.json"]  # fmt: skip
     rng, cut = random.Random(29), 0
     for trial in range(4):
         out = tmp_path / f"killed-{trial}"
         process = envrigger("run", str(spec), "-o", str(out), *options)
-        time.sleep(took * (0.45 + 0.5 * rng.random()))  # somewhere in the loop itself, after the imports
+        reached = out / rng.choice(milestones)
+        assert wait_for(lambda reached=reached, child=process: reached.exists() or child.poll() is not None, timeout=300)
+        time.sleep(rng.random() * 0.03)
         process.kill()
         process.wait()
         cut += not (out / "final.json").is_file()

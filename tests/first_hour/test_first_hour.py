@@ -5,7 +5,9 @@ directory outside the checkout: wraps MiniGrid with transforms, trains SB3 PPO b
 ``spec.build()``, records the saved model with ``envrigger collect``, diagnoses it to an
 HTML report, runs the loop, exports the library, installs the export into a second fresh
 venv (which never sees the checkout) and ``gym.make``\\ s an exported id there. The docs
-walk the same path (docs/quickstart.md, "The first hour").
+walk the same path (docs/quickstart.md, "The first hour"). The installs add ``--no-compile``:
+pip's byte-compiling of every installed module (torch's thousands) is most of an install's
+time and changes nothing this test checks; Python compiles what is imported as it imports it.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def test_the_first_hour_through_the_cli_in_fresh_venvs(tmp_path):
     work.mkdir()
     user = venv(tmp_path / "user-venv")
     # CPU torch first, as the quickstart says, so the sb3 extra does not pull a CUDA build.
-    run(user, "python", "-m", "pip", "install", "--quiet", "torch==2.13.0", cwd=work)
-    run(user, "python", "-m", "pip", "install", "--quiet", f"{PROJECT}[sb3]", cwd=work)
+    run(user, "python", "-m", "pip", "install", "--quiet", "--no-compile", "torch==2.13.0", cwd=work)
+    run(user, "python", "-m", "pip", "install", "--quiet", "--no-compile", f"{PROJECT}[sb3]", cwd=work)
     located = run(user, "python", "-c", "import envharness, envrigger; print(envharness.__file__, envrigger.__file__)", cwd=work)
     assert str(PROJECT) not in located.stdout  # the installed copy, not the checkout
 
@@ -83,7 +85,19 @@ def test_the_first_hour_through_the_cli_in_fresh_venvs(tmp_path):
     env_id = registry["environments"][0]["id"]
 
     colleague = venv(tmp_path / "colleague-venv")
-    run(colleague, "python", "-m", "pip", "install", "--quiet", "--find-links", "dist/wheels", "dist/first_hour_envs", cwd=work)
+    run(
+        colleague,
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-compile",
+        "--find-links",
+        "dist/wheels",
+        "dist/first_hour_envs",
+        cwd=work,
+    )
     script = (
         "import gymnasium as gym, first_hour_envs, envharness\n"
         f"env = gym.make({env_id!r})\n"

@@ -248,6 +248,9 @@ SMALL = dict(
     band=(0.05, 0.95),
 )
 DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+# For tests of the loop's machinery (level disjointness, identical networks): the same levels with a
+# 60-step horizon (MiniGrid's own max_steps), since an untrained agent plays every episode to its end.
+SHORT_DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0", env_kwargs={"max_steps": 60})
 
 
 def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
@@ -311,11 +314,11 @@ def test_an_env_with_too_few_levels_is_refused_before_anything_is_written(tmp_pa
 
 def test_training_collection_and_validation_never_play_a_held_out_or_validation_level(tmp_path):
     config = LoopConfig(
-        spec=DOORKEY,
+        spec=SHORT_DOORKEY,
         learner="qlearning",
         rounds=2,
         budget_steps=3000,
-        collect_episodes=10,
+        collect_episodes=60,  # more than the rigger arm's own training episodes: the rest are collected fresh
         eval_episodes=150,
         val_episodes=60,
         candidates_per_round=1,
@@ -479,7 +482,7 @@ def test_exported_package_installs_in_a_fresh_venv_and_makes_envs(tmp_path):
     assert env_id == "lake_envs/FrozenLake-c1-v0"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet"]
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile"]  # byte-compiling is most of an install's time
     # No project checkout: the exported package and the envharness wheel written beside it (its
     # dependencies come from the package index), installed from a directory outside the project.
     assert written["wheel"].parent == tmp_path / "dist" / "wheels" and written["wheel"].name.startswith("envharness-")
@@ -514,7 +517,7 @@ def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_p
     from envrigger.loop.learners import PPOLearner
 
     config = dict(
-        spec=DOORKEY,
+        spec=SHORT_DOORKEY,
         learner="ppo",
         learner_params={"n_envs": 2, "n_steps": 64, "batch_size": 64},
         rounds=2,
@@ -536,7 +539,7 @@ def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_p
     (tmp_path / "resumed" / "loop.json").write_text(json.dumps({**saved, "rounds": 2}))
     (tmp_path / "resumed" / "final.json").unlink()
     run_loop(tmp_path / "resumed")  # round 2 starts from round 1's saved learners
-    probe = DOORKEY.build()
+    probe = SHORT_DOORKEY.build()
     for arm in ("original", "rigger"):
         nets = [
             PPOLearner.load(tmp_path / run / f"{arm}-round-2", probe).model.policy.state_dict() for run in ("serial", "process", "resumed")
