@@ -22,7 +22,9 @@ never enter it, and a failing hidden test is reported by count only.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
+import math
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -161,11 +163,75 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 }
 
 
-def _check(node: ast.expr, probes: list[str], strict: bool = False) -> tuple:
-    """An assert's test as a tree the host evaluates: literals stay here, the rest become probes.
+# Arithmetic the host does itself on decoded values, so a tolerance like ``abs(f(x) - 0.33) < 1e-6``
+# sends only ``f(x)`` into the sandbox and its expected value stays here.
+_ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: _bounded_product(a, b),
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: _plain_mod(a, b),
+    ast.Pow: lambda a, b: _bounded_power(a, b),
+}
+_SIGNS: dict[type, Callable[[Any], Any]] = {ast.USub: lambda a: -a, ast.UAdd: lambda a: +a}
+# Pure builtins a test applies to what the module returned; the host calls them on plain data only.
+_BUILTINS: dict[str, Callable[..., Any]] = {
+    name: getattr(builtins, name)
+    for name in ("abs", "round", "len", "min", "max", "sum", "sorted", "all", "any", "list", "tuple", "set", "frozenset", "bool")
+}
+_BUILTINS |= {"math.isclose": math.isclose, "math.fabs": math.fabs}
+_HUGE = 10**6  # the largest repeat count or exponent the host computes
 
-    ``strict`` (hidden tests): a comparison must have a literal on one side, so no expected
-    value is ever computed where the agent's code runs.
+
+def _bounded_product(a: Any, b: Any) -> Any:
+    for count in (a, b):
+        if (
+            isinstance(count, int)
+            and not isinstance(count, bool)
+            and abs(count) > _HUGE
+            and isinstance(a if count is b else b, (str, list, tuple))
+        ):
+            raise OverflowError("a repeat count too large to judge")
+    return a * b
+
+
+def _bounded_power(a: Any, b: Any) -> Any:
+    if isinstance(b, int) and abs(b) > _HUGE or isinstance(a, int) and isinstance(b, int) and abs(a) > 1 and abs(b) > 4096:
+        raise OverflowError("a power too large to judge")
+    return a**b
+
+
+def _plain_mod(a: Any, b: Any) -> Any:
+    if isinstance(a, str):
+        raise TypeError("string formatting is not arithmetic")
+    return a % b
+
+
+def _literal(node: ast.expr) -> tuple | None:
+    """``("const", value)`` for a literal, else None."""
+    try:
+        return ("const", ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def _builtin_name(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name) and node.id in _BUILTINS:
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and f"{node.value.id}.{node.attr}" in _BUILTINS:
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def _check(node: ast.expr, probes: list[str], strict: bool = False) -> tuple:
+    """An assert's test as a tree the host evaluates: literals and arithmetic stay here, the rest become probes.
+
+    A probe is the smallest part of the test that needs the module's code (a call of the
+    module's functions, a name the test body assigned); ``probes`` is the whole test's list,
+    so a probe's index is its place among all the values the sandbox reports for the test.
+    ``strict`` (hidden tests): a comparison must have one side without a probe, so no
+    expected value is ever computed where the agent's code runs.
     """
     try:
         return ("const", ast.literal_eval(node))
@@ -173,15 +239,52 @@ def _check(node: ast.expr, probes: list[str], strict: bool = False) -> tuple:
         pass
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return ("not", _check(node.operand, probes, strict))
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _SIGNS:
+        return ("sign", type(node.op), _check(node.operand, probes, strict))
     if isinstance(node, ast.BoolOp):
         return ("and" if isinstance(node.op, ast.And) else "or", [_check(value, probes, strict) for value in node.values])
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return ("arith", type(node.op), _check(node.left, probes, strict), _check(node.right, probes, strict))
+    name = _builtin_name(node.func) if isinstance(node, ast.Call) else None
+    if isinstance(node, ast.Call) and name is not None and not any(isinstance(a, ast.Starred) for a in node.args):
+        keywords = [(k.arg, _literal(k.value)) for k in node.keywords]
+        if all(key is not None and value is not None for key, value in keywords):  # rel_tol=1e-3, ndigits=2: data only
+            args = [_check(arg, probes, strict) for arg in node.args]
+            return ("call", name, args, keywords)
     if isinstance(node, ast.Compare) and all(type(op) in _COMPARE for op in node.ops):
         sides = [_check(side, probes, strict) for side in (node.left, *node.comparators)]
-        if strict and sum(side[0] != "const" for side in sides) > 1:
+        if strict and sum(_reads_probe(side) for side in sides) > 1:
             raise ValueError(f"line {node.lineno}: a hidden test compares the module's output with a literal, not with a computed value")
         return ("cmp", sides[0], [(type(op), side) for op, side in zip(node.ops, sides[1:])])
     probes.append(ast.unparse(node))
     return ("probe", len(probes) - 1)
+
+
+def _reads_probe(tree: Any) -> bool:
+    """Whether a check tree (or any part of one) needs a value from the sandbox."""
+    if isinstance(tree, tuple) and tree and tree[0] == "probe":
+        return True
+    if isinstance(tree, tuple) and tree and tree[0] == "const":
+        return False
+    return isinstance(tree, (tuple, list)) and any(_reads_probe(part) for part in tree)
+
+
+def _probes_of(tree: Any) -> list[int]:
+    """The probe indices a check tree reads, in order."""
+    if isinstance(tree, tuple) and tree and tree[0] == "probe":
+        return [tree[1]]
+    if isinstance(tree, tuple) and tree and tree[0] == "const":
+        return []
+    if isinstance(tree, (tuple, list)):
+        return [i for part in tree for i in _probes_of(part)]
+    return []
+
+
+def _plain(value: Any) -> Any:
+    """``value`` if the host may compute with it (plain data), else a TypeError: an Opaque never takes part."""
+    if isinstance(value, Opaque):
+        raise TypeError(f"{value.what} cannot be computed with")
+    return value
 
 
 def _evaluate(tree: tuple, values: list[Any]) -> Any:
@@ -196,6 +299,14 @@ def _evaluate(tree: tuple, values: list[Any]) -> Any:
         return all(bool(_evaluate(t, values)) for t in tree[1])
     if kind == "or":
         return any(bool(_evaluate(t, values)) for t in tree[1])
+    if kind == "sign":
+        return _SIGNS[tree[1]](_plain(_evaluate(tree[2], values)))
+    if kind == "arith":
+        return _ARITHMETIC[tree[1]](_plain(_evaluate(tree[2], values)), _plain(_evaluate(tree[3], values)))
+    if kind == "call":
+        args = [_plain(_evaluate(arg, values)) for arg in tree[2]]
+        keywords = {key: _plain(_evaluate(value, values)) for key, value in tree[3]}
+        return _BUILTINS[tree[1]](*args, **keywords)
     left = _evaluate(tree[1], values)
     for op, right_tree in tree[2]:
         right = _evaluate(right_tree, values)
@@ -230,13 +341,13 @@ def compile_suite(source: str, strict: bool = False) -> tuple[str, list[JudgedTe
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("test_") and not node.args.args:
             steps: list[tuple[str, str]] = []
             checks = []
+            probes: list[str] = []  # the test's, across its asserts: a probe's index is its value's place in the report
             for statement in node.body:
                 if isinstance(statement, ast.Assert):
-                    probes: list[str] = []
+                    first = len(probes)
                     check = _check(statement.test, probes, strict)
-                    first = sum(kind == "eval" for kind, _ in steps)
-                    steps += [("eval", probe) for probe in probes]
-                    checks.append((ast.unparse(statement.test), check, list(range(first, first + len(probes)))))
+                    steps += [("eval", probe) for probe in probes[first:]]
+                    checks.append((ast.unparse(statement.test), check, _probes_of(check)))
                 elif isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.Import, ast.ImportFrom, ast.Pass)):
                     steps.append(("exec", ast.unparse(statement)))
                 else:

@@ -226,11 +226,14 @@ def test_unknown_task_is_a_clear_error():
 def test_hidden_tests_compare_with_literals_so_no_expected_value_is_computed_in_the_sandbox():
     from envharness.envs.code_repair import compile_suite
 
-    computed = "from calc import add\n\ndef test_add():\n    assert add(1, 2) == sum([1, 2])\n"
+    computed = "from calc import add\n\ndef test_add():\n    assert add(1, 2) == add(0, 3)\n"
     with pytest.raises(ValueError, match="literal"):
         compile_suite(computed, strict=True)
     module, tests = compile_suite(computed)  # visible tests may: the agent sees them anyway
     assert [kind for kind, _ in tests[0].steps] == ["eval", "eval"]
+    # An expected value the host can compute from literals is computed here, never sent in.
+    module, tests = compile_suite("from calc import add\n\ndef test_add():\n    assert add(1, 2) == sum([1, 2])\n", strict=True)
+    assert tests[0].steps == [("eval", "add(1, 2)")]
     for task in TASKS:  # every task's hidden suite is judged strictly
         module, tests = compile_suite(task.hidden_tests, strict=True)
         assert sorted(t.name for t in tests) == suite_tests(task.hidden_tests)
