@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from envharness.adapters.base import Adapter, digest
+from envharness.toolcall import tool_name
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
@@ -81,9 +82,7 @@ class CodeRepairAdapter(Adapter):
         return None
 
     def refuse_setup(self, action: Any) -> str | None:
-        from envharness.transforms.rule import _tool_of
-
-        tool = _tool_of(action)
+        tool = tool_name(action)  # as the env will read it
         if tool in ("run_tests", "submit"):
             return f"the tool {tool!r} runs code, which setup may not do; set the files up with view and replace only"
         return None

@@ -35,6 +35,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from envharness.envs.code_tasks import TASKS, CodeTask
+from envharness.toolcall import parse_tool_call
 
 TOOLS = ("list", "view", "replace", "run_tests", "submit")
 CHARSET = "".join(sorted(set(string.printable) - set("\x0b\x0c")))
@@ -530,8 +531,8 @@ class CodeRepairEnv(gym.Env):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         info: dict[str, Any] = {}
         try:
-            call = json.loads(action) if isinstance(action, str) else dict(action)
-            if not isinstance(call, dict) or call.get("tool") not in TOOLS:
+            call = parse_tool_call(action)  # the rules that judge tool calls read them with the same parser
+            if call.get("tool") not in TOOLS:
                 raise ValueError(f"'tool' must be one of {', '.join(TOOLS)}")
             tool = call["tool"]
             info["tool"] = tool

@@ -9,13 +9,13 @@ change the verdict: it is computed from the base env before they see the transit
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
 from envharness.errors import IncompatibleTransformError
+from envharness.toolcall import tool_name
 from envharness.transforms.base import Blocked, RuleTransform, Step, register_transform
 
 
@@ -242,19 +242,6 @@ class RemapActions(RuleTransform):
         return type(self)(mapping=dict(zip(keys, rng.permutation(values).tolist())))
 
 
-def _tool_of(action: Any) -> str | None:
-    """The ``tool`` field of a JSON (or dict) tool-call action, if it has one."""
-    if isinstance(action, dict):
-        return action.get("tool")
-    if isinstance(action, str) and '"tool"' in action:
-        try:
-            call = json.loads(action)
-        except json.JSONDecodeError:
-            return None
-        return call.get("tool") if isinstance(call, dict) else None
-    return None
-
-
 def _require_tools(name: str, action_space: Any) -> None:
     from gymnasium import spaces
 
@@ -286,7 +273,7 @@ class BlockTool(RuleTransform):
         _require_tools("BlockTool", action_space)
 
     def on_action(self, action: Any, memo: dict, rng: np.random.Generator) -> Any:
-        tool = _tool_of(action)
+        tool = tool_name(action)  # as the env will read it: one parser for both
         if tool in self.tools:
             return Blocked(self.reason or f"tool {tool} is not available")
         return action
@@ -316,7 +303,7 @@ class ToolCost(RuleTransform):
         _require_tools("ToolCost", action_space)
 
     def on_transition(self, step: Step, memo: dict) -> None:
-        if _tool_of(step.action) == self.tool:
+        if tool_name(step.action) == self.tool:
             step.reward = float(step.reward) - self.cost
 
 
