@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.errors import EnvHarnessError, EnvNotFoundError, SpecError
+from envharness.values import check_numbers
 
 _LAZY_NAMESPACES = {"MiniGrid-": "minigrid", "BabyAI-": "minigrid", "envharness/": "envharness.envs"}
 
@@ -66,6 +67,7 @@ _SPEC_ENTRY_KWARGS = frozenset({"spec", "allow_imports"})
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
     check_env_id(env_id)
+    check_numbers(make_kwargs, "env_kwargs")
     limit = make_kwargs.get("max_episode_steps")
     if limit is not None and (type(limit) is not int or limit < 1):
         raise SpecError(f"env_kwargs.max_episode_steps: got {limit!r}; give a positive whole number of steps")

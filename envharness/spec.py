@@ -18,6 +18,7 @@ from envharness.errors import SpecError
 from envharness.harness import Harness
 from envharness.make import allowing_imports, make_base
 from envharness.transforms.base import transform_from_spec, validation_message
+from envharness.values import check_numbers, parse_int
 
 
 class TransformSpec(BaseModel):
@@ -77,6 +78,7 @@ class HarnessSpec(BaseModel):
             return data
         if isinstance(data, str):
             return cls.from_json(data)
+        check_numbers(data, "spec")  # untrusted data: no number that would fail raw wherever it is first used
         try:
             return cls.model_validate(data)
         except ValidationError as error:
@@ -86,7 +88,7 @@ class HarnessSpec(BaseModel):
     def from_json(cls, text: str) -> HarnessSpec:
         """Parse a spec from JSON text."""
         try:
-            data = json.loads(text)
+            data = json.loads(text, parse_int=parse_int)  # an integer too long to read is named by its field below
         except json.JSONDecodeError as error:
             raise SpecError(f"spec: not valid JSON ({error.msg} at line {error.lineno}); fix the file's syntax") from None
         except RecursionError:

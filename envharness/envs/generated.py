@@ -22,6 +22,9 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv, generate_random_map
 from gymnasium.envs.toy_text.utils import categorical_sample
 
+from envharness.transforms.base import _bounds
+from envharness.transforms.state import PhysicsParams
+
 _OUTSIDE, _HOLE, _GOAL = 0, 1, 2
 _IMAGES = ("ice_img", "ice_crack_imgs", "hole_img", "agent_img", "goal_flag_img", "letter_s_img", "letter_g_img")
 
@@ -113,6 +116,8 @@ class GeneratedFrozenLake(FrozenLakeEnv):
 
 # CartPole's constants by their envharness names (PhysicsParams): the env attribute each sets.
 _CARTPOLE = {"gravity": "gravity", "pole_length": "length", "pole_mass": "masspole", "cart_mass": "masscart", "force": "force_mag"}
+# A range may draw only what PhysicsParams may set: finite, and on the scale of the env.
+_PHYSICS_BOUNDS = {name: _bounds(PhysicsParams.model_fields[name]) for name in _CARTPOLE}
 PHYSICS_TRAIN = {"pole_length": (0.3, 0.7), "pole_mass": (0.05, 0.2), "cart_mass": (0.5, 1.5), "force": (7.0, 13.0)}
 
 
@@ -144,8 +149,11 @@ class PhysicsCartPole(CartPoleEnv):
         for name, bounds in ranges.items():
             if name not in _CARTPOLE:
                 raise ValueError(f"ranges: no CartPole constant named {name!r}; use {', '.join(_CARTPOLE)}")
-            if len(bounds) != 2 or not 0.0 < float(bounds[0]) <= float(bounds[1]):
-                raise ValueError(f"ranges[{name!r}]: got {tuple(bounds)}; give (low, high) with 0 < low <= high")
+            lo, hi = _PHYSICS_BOUNDS[name]
+            if len(bounds) != 2 or not lo <= float(bounds[0]) <= float(bounds[1]) <= hi:
+                raise ValueError(
+                    f"ranges[{name!r}]: got {tuple(bounds)}; give (low, high) with {lo:g} <= low <= high <= {hi:g} (PhysicsParams' bounds)"
+                )
         self.ranges = {name: (float(lo), float(hi)) for name, (lo, hi) in sorted(ranges.items())}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:

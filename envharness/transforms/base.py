@@ -22,6 +22,7 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from envharness.errors import SpecError, UnknownTransformError
+from envharness.values import shown
 
 TRANSFORMS: dict[str, type[Transform]] = {}
 KINDS = ("state", "rule", "observation", "link")
@@ -37,7 +38,7 @@ def validation_message(owner: str, error: ValidationError) -> str:
         return f"{owner}.{field}: unknown parameter; remove it (see `envharness transforms`)"
     if first["type"] == "missing":
         return f"{owner}.{field}: required parameter is missing; give a value for it"
-    return f"{owner}.{field}: got {got!r}; {hint}"
+    return f"{owner}.{field}: got {shown(got)}; {hint}"
 
 
 class Transform(BaseModel):

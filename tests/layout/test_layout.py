@@ -20,7 +20,13 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path, known: set[str]) -> set[str]:
-    """The project modules ``path`` imports (a ``from pkg import name`` counts as ``pkg.name`` when that is a module)."""
+    """The project modules ``path`` imports (a ``from pkg import name`` counts as ``pkg.name`` when that is a module).
+
+    Importing ``a.b.c`` from outside ``a.b`` runs ``a/b/__init__.py`` first, so the packages on
+    the way count as imported too; not the top-level one (imported before anything inside it),
+    nor a package the importer is inside (already being imported when the importer runs).
+    """
+    me = _module_name(path)
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -29,7 +35,13 @@ def _imports(path: Path, known: set[str]) -> set[str]:
             names = [alias.name for alias in node.names]
         else:
             continue
-        found.update(name for name in names if name in known)
+        for name in names:
+            parts = name.split(".")
+            for i in range(2, len(parts) + 1):
+                prefix = ".".join(parts[:i])
+                inside = me == prefix or me.startswith(prefix + ".")
+                if prefix in known and (i == len(parts) or not inside):
+                    found.add(prefix)
     return found
 
 
