@@ -26,6 +26,20 @@ def _unit(score: float) -> float:
     return min(max(score, 0.0), 1.0)
 
 
+# What rendering makes (a pygame window, clock, screen): never copied, since it cannot be.
+_RENDERING = frozenset({"window", "clock", "screen", "surf", "viewer", "isopen"})
+# What a step never changes: kept as the very objects, so nothing holding them sees a copy.
+_STATIC = frozenset({"observation_space", "action_space", "spec", "metadata", "actions"})
+
+
+def _private_copy(raw: Any) -> Any:
+    """A deep copy of ``raw`` that shares nothing with it and renders nothing (its window and clock are left out)."""
+    memo = {id(value): None for name, value in vars(raw).items() if name in _RENDERING and value is not None}
+    probe = copy.deepcopy(raw, memo)
+    probe.render_mode = None
+    return probe
+
+
 def _is_minigrid(raw: Any) -> bool:
     try:
         from minigrid.minigrid_env import MiniGridEnv
@@ -74,7 +88,7 @@ class MiniGridAdapter(Adapter):
 
     def _probe(self, raw: Any) -> Any:
         """A private copy of ``raw`` after a reset: what its levels look like."""
-        probe = copy.deepcopy(raw)
+        probe = _private_copy(raw)
         try:
             probe.reset(seed=0)
         except (gym.error.DependencyNotInstalled, FileNotFoundError) as error:
@@ -141,12 +155,37 @@ class MiniGridAdapter(Adapter):
     def solved(self) -> str | None:
         if self._agent() in self._goals:
             return "the agent starts on a goal tile"
-        if not self._goals and hasattr(self.raw, "instrs"):
-            # BabyAI: would `done`, a no-op, already complete the mission? Asked of a copy.
-            probe = copy.deepcopy(self.raw)
-            if probe.instrs.verify(probe.actions.done) == "success":
-                return "the mission is complete before the agent acts"
+        if not self._goals and self._done_succeeds():
+            # Goal-less families (GoToDoor, GoToObject, BabyAI...): their own step decides success.
+            return "`done`, which does nothing, already completes the mission"
         return None
+
+    def _done_succeeds(self) -> bool:
+        """Whether ``done`` as the first action would end the episode in success, asked of the env itself and undone.
+
+        The env's own ``step`` decides (nothing here re-implements a family's success), on its
+        live state, with rendering off; then everything ``step`` can change (the grid, the
+        agent, BabyAI's instructions, the random generator, the clock) is put back from a
+        snapshot of the env's attributes. The snapshot is one deep copy of the env's own
+        attributes with the env itself, and what rendering made, kept by reference: no copy of
+        a window or clock the env does not own (which cannot be copied).
+        """
+        raw = self.raw
+        kept = {name: value for name, value in vars(raw).items() if name in _RENDERING or name in _STATIC}
+        before = vars(raw).copy()
+        memo = {id(raw): raw, **{id(value): value for value in kept.values()}}
+        saved = copy.deepcopy({name: value for name, value in before.items() if name not in kept}, memo)
+        try:
+            raw.render_mode = None
+            _, reward, terminated, _, _ = raw.step(raw.actions.done)
+            return bool(terminated) and float(reward) > 0
+        except Exception:  # noqa: BLE001 - a level whose first no-op crashes the env is the env's to report, at the agent's step
+            return False
+        finally:
+            for name in [n for n in vars(raw) if n not in before]:
+                delattr(raw, name)
+            vars(raw).update(saved)
+            vars(raw).update(kept)
 
     def observe(self) -> Any:
         return self.raw.gen_obs()
