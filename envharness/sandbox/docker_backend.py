@@ -33,6 +33,7 @@ from envharness.sandbox.subprocess_backend import GRACE_S, SUPERVISOR, _report, 
 
 IMAGE = "envharness-sandbox:bookworm-python3"
 SUITE = "bookworm"
+OWNER_LABEL = "envharness.sandbox.owner"  # the pid of the process whose run a container is
 
 
 def _client() -> Any:
@@ -148,8 +149,9 @@ class DockerSandbox(Sandbox):
     @property
     def client(self) -> Any:
         if self._docker is None:
-            self._docker = _client()
-            build_base_image(self.image, self._docker)
+            client = _client()
+            build_base_image(self.image, client)
+            self._docker = client  # only once the image exists: a second thread must not run before the first has built it
         return self._docker
 
     def _run(self, command: list[str], dirs: RunDirs, limits: Limits, env: dict[str, str]) -> SandboxResult:
@@ -195,6 +197,7 @@ class DockerSandbox(Sandbox):
             security_opt=["no-new-privileges"],
             log_config=LogConfig(type=LogConfig.types.NONE),
             stdin_open=False,
+            labels={OWNER_LABEL: str(os.getpid())},  # which process's run it is, so leftovers are told apart
         )
         started = time.monotonic()
         timed_out = overflow = False

@@ -12,9 +12,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
+
+REFUSED = "refused:"  # the level id Seeds gives a seed whose level the harness refuses
 
 
 class Seeds:
@@ -33,15 +36,23 @@ class Seeds:
     def __init__(self, base: HarnessSpec, start: int, reserved: set[str] | None = None) -> None:
         self.base, self.counter, self.reserved = base, start, reserved or set()
         self.skipped = 0
+        self.unplayable = 0  # seeds whose base level the harness refuses (it starts solved)
         self.issued: list[int] = []
         self.levels: set[str] = set()  # base level ids of every issued seed
         self._probe: Any = None
 
     def level(self, seed: int) -> str:
-        """The original env's level id for ``seed`` (one reset of a plain base env)."""
+        """The original env's level id for ``seed`` (one reset of a plain base env); :data:`REFUSED` + seed if it refuses it.
+
+        The harness refuses a level that starts solved (GoToDoor-5x5 at seed 3: ``done`` already
+        wins); nobody can play such a level, so it is never handed out, held out or validated on.
+        """
         if self._probe is None:
             self._probe = self.base.build()
-        level = self._probe.reset(seed=int(seed))[1].get("level_id")
+        try:
+            level = self._probe.reset(seed=int(seed))[1].get("level_id")
+        except TransformError:
+            return f"{REFUSED}{int(seed)}"
         return "" if level is None else str(level)
 
     def next(self) -> int:
@@ -50,6 +61,9 @@ class Seeds:
             level = self.level(seed)
             if level in self.reserved:
                 self.skipped += 1
+                continue
+            if level.startswith(REFUSED):
+                self.unplayable += 1
                 continue
             self.levels.add(level)
             self.issued.append(seed)
@@ -62,7 +76,7 @@ class Seeds:
 
 
 def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], count: int, levels: set[str] | None = None) -> list[int]:
-    """The first ``count`` of ``seeds`` whose base level is not reserved; ``levels``, if given, collects their levels.
+    """The first ``count`` of ``seeds`` whose base level is not reserved (nor refused); ``levels``, if given, collects their levels.
 
     Example:
         >>> from envharness import HarnessSpec
@@ -77,8 +91,8 @@ def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], coun
         for seed in seeds:
             if len(out) >= count:
                 break
-            level = picker.level(seed) if reserved or levels is not None else ""
-            if level not in reserved:
+            level = picker.level(seed)
+            if level not in reserved and not level.startswith(REFUSED):
                 out.append(int(seed))
                 if levels is not None:
                     levels.add(level)
@@ -107,7 +121,8 @@ class LevelSplit(BaseModel):
     @classmethod
     def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200) -> LevelSplit:
         """Draw the held-out and validation levels, or refuse an env with too few distinct levels."""
-        heldout = [EVAL_SEED + i for i in range(config.eval_episodes)]
+        # The first seeds from EVAL_SEED whose level can be played (every one, in an env that starts no level solved).
+        heldout = first_free(config.heldout_base, range(EVAL_SEED, EVAL_SEED + 20 * config.eval_episodes), set(), config.eval_episodes)
         scan = Seeds(base, 0)
         try:
             if config.heldout_spec is None:
@@ -119,7 +134,7 @@ class LevelSplit(BaseModel):
                 finally:
                     other.close()
             if config.allow_seen_levels:
-                val = [SELECT_SEED + i for i in range(config.val_episodes)]
+                val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), set(), config.val_episodes)
                 return cls(
                     heldout_seeds=heldout,
                     heldout_levels=sorted(held),

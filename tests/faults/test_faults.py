@@ -224,6 +224,9 @@ def test_a_hanging_episode_is_recorded_as_a_wall_timeout(tmp_path, backend, monk
         monkeypatch.setenv(
             "PYTHONPATH", os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])
         )  # Ray's workers import faulty_envs
+        rollout(
+            "FrozenLake-v1", "random", episodes=2, backend="ray", workers=2, out=tmp_path / "warm-up"
+        )  # Ray is up before the clock starts
     spec = HarnessSpec(env_id=CRASHY, env_kwargs={"hang_seeds": [1]})
     started = time.monotonic()
     store = rollout(spec, "random", seeds=range(4), backend=backend, workers=2, out=tmp_path / "run", allow_imports=["faulty_envs"],

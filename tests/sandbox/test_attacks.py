@@ -28,6 +28,7 @@ import pytest
 
 import envharness
 from envharness.sandbox import DockerSandbox, Limits, SandboxResult, SubprocessSandbox
+from envharness.sandbox.docker_backend import OWNER_LABEL
 
 SCRATCH = "/var/tmp" if os.access("/var/tmp", os.W_OK) else None  # outside /tmp, which the jail hides
 PROJECT = os.path.dirname(os.path.abspath(envharness.__file__))
@@ -92,7 +93,7 @@ def _numbers(pattern: str, text: str) -> list[int]:
 
 
 FRESH = """
-import json, resource, sys
+import json, os, resource, sys
 from envharness.sandbox import DockerSandbox, Limits, SubprocessSandbox
 backend, code, limits = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 sandbox = SubprocessSandbox() if backend == "subprocess" else DockerSandbox()
@@ -100,7 +101,7 @@ sandbox.run_python("print('warm-up')", limits=Limits(timeout_s=30))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 result = sandbox.run_python(code, limits=Limits(**limits))
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({"growth_kib": after - before, "limit": result.limit, "timed_out": result.timed_out,
+print(json.dumps({"pid": os.getpid(), "growth_kib": after - before, "limit": result.limit, "timed_out": result.timed_out,
                   "stdout_len": len(result.stdout), "stderr_len": len(result.stderr), "stdout": result.stdout[:200]}))
 """
 
@@ -449,8 +450,9 @@ def test_output_flood_is_capped_without_host_memory_growth(sandbox, stream):
     outcome = _fresh(sandbox.name, code, {"output_bytes": 1_000_000, "timeout_s": 60})
     assert outcome["limit"] == "output" and outcome[f"{stream}_len"] <= 1_000_000
     assert outcome["growth_kib"] < 64 * 1024, f"host ru_maxrss grew by {outcome['growth_kib']} KiB"
-    if sandbox.name == "docker":
-        assert sandbox.client.containers.list(all=True, filters={"ancestor": sandbox.image}) == []
+    if sandbox.name == "docker":  # this run's containers (tests beside this one may have their own)
+        mine = {"ancestor": sandbox.image, "label": f"{OWNER_LABEL}={outcome['pid']}"}
+        assert sandbox.client.containers.list(all=True, filters=mine) == []
 
 
 # -- wall clock and leftovers --------------------------------------------------------------------------

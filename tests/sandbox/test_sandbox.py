@@ -10,6 +10,7 @@ import time
 import pytest
 
 from envharness.sandbox import DockerSandbox, Limits, SandboxError, SubprocessSandbox, get_sandbox
+from envharness.sandbox.docker_backend import OWNER_LABEL
 
 
 def _docker() -> DockerSandbox:
@@ -107,20 +108,22 @@ def test_output_flood_is_capped(sandbox):
 
 
 def test_nothing_is_left_behind(sandbox):
+    sleeper = f"300.{os.getpid()}"  # a sleep of this run's own, told apart from any test running beside it
     # A private root for this test's work directories, outside /tmp (the jail hides /tmp).
     root = tempfile.mkdtemp(dir="/var/tmp" if os.access("/var/tmp", os.W_OK) else None, prefix="sandbox-test-")
     sandbox.workdir_root = root
     try:
-        sandbox.run_python("import subprocess\nsubprocess.Popen(['sleep', '300'])\nprint('spawned')", limits=Limits(timeout_s=5))
+        sandbox.run_python(f"import subprocess\nsubprocess.Popen(['sleep', '{sleeper}'])\nprint('spawned')", limits=Limits(timeout_s=5))
         sandbox.run_python("import time\ntime.sleep(30)", limits=Limits(timeout_s=1))
         assert os.listdir(root) == []
     finally:
         os.rmdir(root)
     time.sleep(0.2)
-    sleepers = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True).stdout.split()
+    sleepers = subprocess.run(["pgrep", "-f", f"sleep {sleeper}"], capture_output=True, text=True).stdout.split()
     assert sleepers == []
-    if sandbox.name == "docker":
-        assert sandbox.client.containers.list(all=True, filters={"ancestor": sandbox.image}) == []
+    if sandbox.name == "docker":  # this process's containers (tests beside this one may have their own)
+        mine = {"ancestor": sandbox.image, "label": f"{OWNER_LABEL}={os.getpid()}"}
+        assert sandbox.client.containers.list(all=True, filters=mine) == []
 
 
 def test_files_may_not_escape_the_work_dir(sandbox):

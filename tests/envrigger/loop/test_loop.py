@@ -720,3 +720,27 @@ def test_held_out_levels_can_come_from_other_level_parameters_and_nothing_is_tun
 def test_a_held_out_spec_must_be_the_same_env_without_transforms(held, match):
     with pytest.raises(ValueError, match=match):
         LoopConfig(spec=HarnessSpec(env_id="envharness/PhysicsCartPole-v0"), heldout_spec=held)
+
+
+def test_levels_that_start_solved_are_never_trained_held_out_or_validated_on():
+    # GoToDoor-5x5 starts solved (a first `done` wins) at seeds 3, 4 and 6: the harness refuses those levels.
+    from envharness import TransformError
+    from envrigger.loop.config import EVAL_SEED
+    from envrigger.loop.levels import Seeds
+
+    spec = HarnessSpec(env_id="MiniGrid-GoToDoor-5x5-v0")
+
+    def refused(seed: int) -> bool:
+        try:
+            spec.build().reset(seed=seed)
+        except TransformError:
+            return True
+        return False
+
+    seeds = Seeds(spec, start=0)
+    issued = [seeds.next() for _ in range(10)]
+    assert not {3, 4, 6} & set(issued) and seeds.unplayable >= 3 and issued == sorted(issued)
+    split = LevelSplit.make(spec, LoopConfig(spec=spec, learner="qlearning", eval_episodes=20, val_episodes=10))
+    assert len(split.heldout_seeds) == 20 and len(split.validation_seeds) == 10
+    assert not any(refused(s) for s in split.heldout_seeds + split.validation_seeds)
+    assert any(refused(s) for s in range(EVAL_SEED, split.heldout_seeds[-1]))  # some were passed over

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -29,23 +32,43 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop_processes_of(marks: tuple[str, ...]) -> None:
+    """SIGKILL every process whose command line names one of ``marks`` (this cluster's temp dir and address).
+
+    Not ``ray stop``: it stops every Ray of this user, and a test running beside this one (pytest-xdist)
+    keeps a local Ray whose loss ends that test's whole process.
+    """
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(mark in command for mark in marks):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A head node with 2 CPUs on a free port, stopped (with every Ray process of this user) afterwards."""
-    from envrigger.rollout.ray_backend import _RAY_POOL
-
-    _RAY_POOL.close()  # this test process's own local Ray, if an earlier test started one: `ray stop` would kill it anyway
+    """A head node with 2 CPUs on a free port and a temp dir of its own, whose processes (and only those) are killed afterwards."""
     port = _free_port()
+    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     started = subprocess.run(
-        [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false"],
+        [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false",
+         "--temp-dir", temp],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert started.returncode == 0, started.stderr[-2000:]
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop_processes_of((temp, f"127.0.0.1:{port}"))
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _driver_env(**extra: str) -> dict[str, str]:
