@@ -22,7 +22,20 @@ def pytest_configure(config):
         del os.environ["COLUMNS"]
 
 
+# The longest tests (each a minute or more on the 2-core CI machine), run first: under
+# xdist's work stealing a long test that starts last is the whole run's tail.
+LONGEST_FIRST = (
+    "tests/first_hour/test_first_hour.py::test_the_first_hour_through_the_cli_in_fresh_venvs",
+    "tests/benchmarks/test_benchmarks.py::test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out",
+    "tests/benchmarks/test_benchmarks.py::test_the_pipeline_writes_its_table_figure_and_facts_and_resumes",
+    "tests/faults/test_faults.py::test_kill_9_at_seeded_moments_during_a_loop_then_resume_gives_the_uninterrupted_result",
+    "tests/envrigger/test_envrigger_cli.py::test_the_console_scripts_exit_0_every_time_after_reading_parquet",
+)
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {nodeid: i for i, nodeid in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid, len(rank)))  # stable: every other test keeps its place
     if not os.environ.get("CI") and importlib.util.find_spec("textworld") is None:
         skip = pytest.mark.skip(reason='needs the textworld extra: pip install "envharness[textworld]"')
         for item in items:

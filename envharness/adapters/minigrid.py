@@ -157,6 +157,8 @@ class MiniGridAdapter(Adapter):
             return "the agent starts on a goal tile"
         if not self._goals and self._done_succeeds():
             # Goal-less families (GoToDoor, GoToObject, BabyAI...): their own step decides success.
+            if hasattr(self.raw, "instrs"):
+                return "the mission is complete before the agent acts"  # BabyAI: its instructions say so
             return "`done`, which does nothing, already completes the mission"
         return None
 
