@@ -57,7 +57,7 @@ def cluster(tmp_path_factory):
     """A head node with 2 CPUs on a free port and a temp dir of its own, whose processes (and only those) are killed afterwards."""
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = _clean_env()
     started = subprocess.run(
         [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false",
          "--temp-dir", temp],
@@ -71,8 +71,18 @@ def cluster(tmp_path_factory):
         shutil.rmtree(temp, ignore_errors=True)
 
 
+def _clean_env() -> dict[str, str]:
+    """This process's environment without what an earlier test's Ray left in it.
+
+    A local ``ray.init()`` (any earlier test of this worker using the ray backend) sets
+    ``RAY_AUTH_MODE=token`` in this process's environment; a head node and drivers started
+    from it would then disagree on authentication with ones started before it.
+    """
+    return {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and not k.startswith("RAY_AUTH")}
+
+
 def _driver_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = _clean_env()
     env.update(extra)
     return env
 
