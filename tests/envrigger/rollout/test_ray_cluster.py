@@ -55,8 +55,12 @@ def _stop_processes_of(marks: tuple[str, ...]) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A head node with 2 CPUs on a free port and a temp dir of its own, whose processes (and only those) are killed afterwards."""
+    from envrigger.rollout.ray_backend import _RAY_POOL
+
+    _RAY_POOL.close()  # this process's own local Ray, if an earlier test started one: `--ray-address auto` must find the head node
     port = _free_port()
     temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
+    _CLUSTER_DIR[:] = [temp]
     env = _clean_env()
     started = subprocess.run(
         [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false",
@@ -69,16 +73,25 @@ def cluster(tmp_path_factory):
     finally:
         _stop_processes_of((temp, f"127.0.0.1:{port}"))
         shutil.rmtree(temp, ignore_errors=True)
+        _CLUSTER_DIR.clear()
 
 
 def _clean_env() -> dict[str, str]:
-    """This process's environment without what an earlier test's Ray left in it.
+    """This process's environment, with Ray's token authentication off for the head node and every driver alike.
 
-    A local ``ray.init()`` (any earlier test of this worker using the ray backend) sets
-    ``RAY_AUTH_MODE=token`` in this process's environment; a head node and drivers started
-    from it would then disagree on authentication with ones started before it.
+    Left to itself, Ray decides per process: a local ``ray.init()`` (any test using the ray
+    backend, in either xdist worker) writes ``~/.ray/auth_token`` and sets ``RAY_AUTH_MODE``
+    in its own environment, and a process started after that turns token mode on, so a head
+    node and its drivers started at different moments disagree.
     """
-    return {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and not k.startswith("RAY_AUTH")}
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS" and not k.startswith("RAY_AUTH")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    if _CLUSTER_DIR:  # where the head node keeps its files and its address (so `--ray-address auto` finds it, not a test's local Ray)
+        env["RAY_TMPDIR"] = _CLUSTER_DIR[0]
+    return env
+
+
+_CLUSTER_DIR: list[str] = []  # the running head node's temp dir, set by the fixture
 
 
 def _driver_env(**extra: str) -> dict[str, str]:
@@ -99,10 +112,9 @@ def test_a_driver_joins_the_cluster_named_by_ray_address_and_stores_what_serial_
         context = ray.get_runtime_context()
         print(json.dumps({{"gcs": context.gcs_address, "cpus": ray.cluster_resources().get("CPU")}}))
     """)
-    # Token authentication is on by default for clusters `ray start` makes on this machine: a driver
-    # naming the address says so with RAY_AUTH_MODE=token, and reads the token `ray start` wrote.
+    # The head node and the driver agree on authentication (off for both: see _clean_env).
     done = subprocess.run(
-        [sys.executable, "-c", script], env=_driver_env(RAY_ADDRESS=cluster, RAY_AUTH_MODE="token"),
+        [sys.executable, "-c", script], env=_driver_env(RAY_ADDRESS=cluster),
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
