@@ -59,8 +59,10 @@ def cluster(tmp_path_factory):
 
     _RAY_POOL.close()  # this process's own local Ray, if an earlier test started one: `--ray-address auto` must find the head node
     port = _free_port()
-    temp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
-    _CLUSTER_DIR[:] = [temp]
+    root = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
+    # The head writes its address to <temp-dir>/ray_current_cluster; a driver looks in $RAY_TMPDIR/ray/.
+    temp = os.path.join(root, "ray")
+    _CLUSTER_DIR[:] = [root]
     env = _clean_env()
     started = subprocess.run(
         [RAY, "start", "--head", "--num-cpus", "2", "--port", str(port), "--disable-usage-stats", "--include-dashboard", "false",
@@ -72,7 +74,7 @@ def cluster(tmp_path_factory):
         yield f"127.0.0.1:{port}"
     finally:
         _stop_processes_of((temp, f"127.0.0.1:{port}"))
-        shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
         _CLUSTER_DIR.clear()
 
 
