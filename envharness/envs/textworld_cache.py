@@ -2,14 +2,16 @@
 
 Contains :data:`CHALLENGES` (the supported generators, their level ranges and default
 levels), :data:`COOKING_LEVELS`, :func:`game_settings`, :func:`default_cache_dir`,
-:func:`generate_game` / :func:`locate_game`, :func:`warm_cache`, and
+:func:`game_digest`, :func:`generate_game` / :func:`locate_game`, :func:`warm_cache`, and
 :func:`require_textworld` (the one place ``textworld`` is imported).
 
 A game is fixed by the challenge, its generator level (``tw-make``'s ``--level``) and a
 game index; game ``g`` uses the first TextWorld seed among ``8 g .. 8 g + 7`` that the
 generator accepts (some treasure-hunter maps admit no quest of the asked length).
 Generation is deterministic given those (the compiled ``.z8`` is byte-identical across
-processes and hash seeds), takes about a second, and happens once per game: a game is
+processes, hash seeds and days: the Inform compiler stamps the compile date into the story
+file's header as its serial number, and :func:`game_digest`, the game's identity, reads past
+it, while a fresh game is written with :data:`SERIAL` instead), takes about a second, and happens once per game: a game is
 compiled into a temporary folder inside the cache and renamed into place, so two processes
 generating the same game at once both end with one complete copy. A game takes about
 0.4 MB on disk.
@@ -20,6 +22,7 @@ imported only when a game is generated or played.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -34,6 +37,9 @@ import gymnasium as gym
 CACHE_ENV = "ENVHARNESS_TEXTWORLD_CACHE"
 # TextWorld seeds tried per game: some treasure-hunter maps admit no quest of the asked length.
 ATTEMPTS = 8
+# The serial number a generated game carries (header bytes 0x12-0x17; Inform writes the compile date, YYMMDD).
+SERIAL = b"000000"
+_SERIAL_AT = slice(0x12, 0x18)
 INSTALL = 'TextWorldEnv needs the textworld package: pip install "envharness[textworld]"'
 
 # tw-cooking skills per level (the generator's own settings, see `tw-make tw-cooking --help`).
@@ -99,6 +105,30 @@ def game_settings(challenge: str, level: int, tw_seed: int) -> dict[str, Any]:
     return {"level": level}
 
 
+def game_digest(path: str | Path) -> str:
+    """A compiled game's identity: the digest of its story file, whatever day it was compiled.
+
+    Example:
+        >>> import tempfile
+        >>> story = bytearray(64)
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> story[0x12:0x18] = b"261201"; _ = (folder / "a.z8").write_bytes(bytes(story))
+        >>> story[0x12:0x18] = b"270315"; _ = (folder / "b.z8").write_bytes(bytes(story))
+        >>> game_digest(folder / "a.z8") == game_digest(folder / "b.z8")
+        True
+    """
+    story = bytearray(Path(path).read_bytes())
+    story[_SERIAL_AT] = SERIAL  # not a checksummed region: the Z-machine's checksum starts at 0x40
+    return hashlib.sha256(story).hexdigest()[:16]
+
+
+def _restamp(path: Path) -> None:
+    """Give a freshly compiled story file the fixed :data:`SERIAL`, so that the file itself does not depend on the day."""
+    story = bytearray(path.read_bytes())
+    story[_SERIAL_AT] = SERIAL
+    path.write_bytes(bytes(story))
+
+
 def require_textworld() -> Any:
     """The ``textworld`` package (its challenges registered), or a clear error naming the extra to install."""
     try:
@@ -137,6 +167,8 @@ def _generate(challenge: str, level: int, tw_seed: int, folder: Path) -> None:
         except QuestGenerationError as error:
             # Remembered, so that the next attempt is not paid for again.
             (tmp / "unplayable").write_text(str(error))
+        if (tmp / "game.z8").is_file():
+            _restamp(tmp / "game.z8")
         for source in tmp.glob("*.ni"):  # the Inform 7 source: not needed to play
             source.unlink()
         try:
@@ -194,6 +226,7 @@ __all__ = [
     "CHALLENGES",
     "COOKING_LEVELS",
     "default_cache_dir",
+    "game_digest",
     "game_settings",
     "generate_game",
     "locate_game",

@@ -26,6 +26,7 @@ from envharness.envs.textworld_cache import (
     CHALLENGES,
     INSTALL,
     default_cache_dir,
+    game_digest,
     locate_game,
     quiet,
     require_textworld,
@@ -82,7 +83,7 @@ class _Engine:
     def __init__(self, path: Path) -> None:
         textworld = require_textworld()
         self.path = path
-        self.digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]  # the game's identity
+        self.digest = game_digest(path)  # the game's identity
         infos = textworld.EnvInfos(
             feedback=True,
             objective=True,

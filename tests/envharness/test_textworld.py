@@ -165,6 +165,23 @@ def test_a_game_is_generated_once_then_reused_from_the_cache(tmp_path, monkeypat
 
 
 @needs_textworld
+def test_a_game_compiled_on_another_day_is_the_same_level(tmp_path):
+    from envharness.envs.textworld_cache import SERIAL
+
+    env = make(cache_dir=str(tmp_path))
+    _, info = env.reset(seed=3)
+    story = next(tmp_path.glob("*/game.z8"))
+    assert story.read_bytes()[0x12:0x18] == SERIAL  # the file itself does not carry the day it was made
+    # A cache filled by an older release, whose files carry Inform's compile date as their serial number.
+    old = bytearray(story.read_bytes())
+    old[0x12:0x18] = b"261130"
+    story.write_bytes(bytes(old))
+    again = make(cache_dir=str(tmp_path))
+    assert again.reset(seed=3)[1]["level_id"] == info["level_id"]
+    assert again.step(0)[1:4] == env.step(0)[1:4]  # and it plays
+
+
+@needs_textworld
 def test_two_processes_generating_the_same_game_at_once_both_get_one_complete_copy(
     tmp_path,
 ):
