@@ -27,7 +27,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envharness.errors import IncompatibleTransformError, StateAccessError
+from envharness.errors import IncompatibleTransformError, SpecError, StateAccessError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 CAPABILITIES = {
@@ -86,9 +86,13 @@ class Adapter:
         self._features: dict[str, float] = {}
         self._layers = _layers(env)
         self._clocks: list[Any] = [layer for layer in self._layers if isinstance(layer, gym.wrappers.TimeLimit)]
+        if self.family != "generic":
+            _check_registration(env, self.family)
         made, registered = _time_limits(env)
-        if made is None and registered is None:
+        if registered is None:
             registered = self.fallback_limit
+        if made is not None and registered is not None and made > registered:
+            raise _looser("max_episode_steps", made, registered, _env_name(env), self.fallback_limit is not None)
         known = [limit for limit in (made, registered) if limit is not None]
         # Episodes end at the tighter limit; a verifier that counts survival counts to the registered one.
         self._limit = min(known) if known else None
@@ -334,6 +338,41 @@ def _time_limits(env: gym.Env) -> tuple[int | None, int | None]:
         return None, None
     registered = gym.registry[spec.id].max_episode_steps if spec.id in gym.registry else None
     return spec.max_episode_steps, registered
+
+
+def _env_name(env: gym.Env) -> str:
+    return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+
+
+def _looser(name: str, asked: int, limit: int, env_name: str, given: bool = False) -> SpecError:
+    """The one-line refusal of a step limit above the one success is judged within."""
+    whose = (
+        f"the {limit} steps envharness gives {env_name} (its registration has no limit)"
+        if given
+        else f"{env_name}'s registered {limit} steps"
+    )
+    return SpecError(
+        f"env_kwargs.{name}: {asked} is above {whose}, within which success is judged; give at most {limit} "
+        "(a tighter limit is kept, and names another level), or register an env id of your own with a longer limit"
+    )
+
+
+def _check_registration(env: gym.Env, family: str) -> None:
+    """Refuse a family env whose spec is not its id's registration: success is defined there."""
+    spec = env.spec
+    if spec is None:
+        return  # made from its class: the caller's own env, judged by what it was constructed with
+    registered = gym.registry.get(spec.id)
+    if registered is None:
+        raise SpecError(
+            f"env spec {spec.id!r} is not registered, and a {family} env's success (its time limit, its arguments) is "
+            "judged at its registration; make it from a registered id (gymnasium.make(id, **kwargs)), or gym.register it first"
+        )
+    if registered.entry_point != spec.entry_point:
+        raise SpecError(
+            f"env spec {spec.id!r}: its entry point {spec.entry_point!r} is not its registration's "
+            f"({registered.entry_point!r}), and success is judged at the registration; make it from the registered id"
+        )
 
 
 def _unregistered_kwargs(env: gym.Env) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from minigrid.core.actions import Actions
 
-from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
+from envharness.adapters.base import Adapter, _env_name, _looser, digest, grid_distances, pick_by_distance
 from envharness.errors import EnvNotFoundError, SpecError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
@@ -74,11 +74,21 @@ class MiniGridAdapter(Adapter):
         super().__init__(env)
         self._goals: frozenset[tuple[int, int]] = frozenset()
         probe = self._probe(self.raw)
+        # The step limit success and score count against is the registration's: what the constructor
+        # sets with the registered max_steps, or, in BabyAI, what its reset sets for each level. A
+        # caller's max_steps may tighten it (the horizon, in the level id), never loosen it.
         pristine = self.pristine()
-        # The step limit success and score count against: what the constructor sets by default
-        # (some envs, BabyAI's, set it only at reset). A changed max_steps is judged at the default.
-        self._fixed_max_steps = None if pristine is self.raw else int(self._probe(pristine).max_steps)
-        self._max_steps = self._fixed_max_steps or int(probe.max_steps)
+        self._per_level = hasattr(pristine, "num_navs_needed") and not getattr(pristine, "fixed_max_steps", True)
+        self._asked: int | None = None  # a max_steps the caller fixed, if it is not the registration's
+        if self._per_level:
+            self._asked = int(self.raw.max_steps) if self.raw.fixed_max_steps else None
+            self._max_steps = int(probe.max_steps)  # until the first level says its own
+        else:
+            self._max_steps = int((probe if pristine is self.raw else self._probe(pristine)).max_steps)
+            if pristine is not self.raw:
+                self._asked = int(self.raw.max_steps)
+                if self._asked > self._max_steps:
+                    raise _looser("max_steps", self._asked, self._max_steps, _env_name(env))
         has_goal = bool(self._cells_of("goal", probe))
         self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
 
@@ -112,8 +122,14 @@ class MiniGridAdapter(Adapter):
     # -- episode life cycle ------------------------------------------------------------
     def begin_episode(self) -> None:
         raw = self.raw
-        if self._fixed_max_steps is None:
-            self._max_steps = int(raw.max_steps) or self._max_steps
+        if self._per_level:
+            # BabyAI's own rule for this level (RoomGridLevel.reset), whatever max_steps the caller fixed.
+            self._max_steps = int(raw.num_navs_needed(raw.instrs)) * int(raw.room_size) ** 2 * int(raw.num_rows) * int(raw.num_cols)
+            if self._asked is not None and self._asked > self._max_steps:
+                raise SpecError(
+                    f"env_kwargs.max_steps: {self._asked} is above the {self._max_steps} steps {_env_name(self.env)} gives this level, "
+                    f"within which success is judged; give at most {self._max_steps}, or leave max_steps out (each level then has its own)"
+                )
         self._goals = frozenset(self._cells_of("goal", raw))
         grid = raw.grid
         kinds = [cell.type if cell is not None else None for cell in grid.grid]
@@ -141,7 +157,8 @@ class MiniGridAdapter(Adapter):
 
     def time_limit(self) -> int | None:
         limit = super().time_limit()
-        return self._max_steps if limit is None else min(limit, self._max_steps)
+        own = self._max_steps if self._asked is None else min(self._asked, self._max_steps)
+        return own if limit is None else min(limit, own)
 
     def enforced_limit(self) -> int | None:
         limit = super().enforced_limit()

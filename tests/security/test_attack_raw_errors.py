@@ -88,4 +88,4 @@ def test_a_huge_integer_passed_from_python_is_refused_too():
 def test_ordinary_numbers_still_pass():
     spec = {"env_id": "envharness/PhysicsCartPole-v0", "env_kwargs": {"ranges": {"pole_length": [0.5, 1.5]}}}
     build_and_play(json.dumps(spec))
-    build_and_play(json.dumps({"env_id": "CartPole-v1", "env_kwargs": {"max_episode_steps": 2**31}}))
+    build_and_play(json.dumps({"env_id": "CartPole-v1", "env_kwargs": {"max_episode_steps": 400}}))

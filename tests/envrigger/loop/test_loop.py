@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envharness import HarnessSpec
+from envharness import HarnessSpec, SpecError
 from envharness.transforms import RuleTransform, register_transform
 from envharness.transforms.base import TRANSFORMS
 from envrigger.data import TrajectoryError, TrajectoryStore
@@ -184,8 +184,11 @@ def test_propose_never_offers_a_step_budget_the_env_already_enforces(tmp_path):
         spec = LAKE.model_copy(update={"env_kwargs": {**LAKE.env_kwargs, "max_episode_steps": limit}})
         return [t.params["max_steps"] for c in propose(report, spec, np.random.default_rng(0)) for t in c.added if t.name == "StepBudget"]
 
-    assert budgets(150)  # the default (100) and its neighbours are offered under a longer limit...
+    assert budgets(100)  # budgets below the registered limit are offered...
     assert budgets(60) == []  # ...and not where the env already ends episodes sooner
+    longer = LAKE.model_copy(update={"env_kwargs": {**LAKE.env_kwargs, "max_episode_steps": 150}})
+    with pytest.raises(SpecError, match="max_episode_steps: 150 is above"):  # a longer limit is not the env's success
+        longer.build()
 
 
 class ShakyBalancer:
