@@ -247,6 +247,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         obs, info = self.env.reset(seed=seed, options=options)
         adapter = self._adapter
         adapter.on_base_reset()
+        adapter.begin_setup()
         for t in self._state:
             obs = self._apply_state(t, obs, rng)
         adapter.restart_clock()

@@ -85,7 +85,12 @@ class AdapterView:
         """The current level's id, as published in ``info["level_id"]``."""
         adapter = self._target()
         level = adapter.level_id()
-        return f"{level}+{adapter.kwargs_key}" if level is not None and adapter.kwargs_key else level
+        if level is None:
+            return None
+        if adapter.kwargs_key:
+            level = f"{level}+{adapter.kwargs_key}"
+        start = adapter.setup_key()  # a start reached by setup, or drawn wider than the base env draws it
+        return f"{level}@{start}" if start else level
 
     def position(self) -> Any:
         """Where the agent is, as small JSON-able data, or None if unknown."""

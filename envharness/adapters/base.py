@@ -79,6 +79,8 @@ class Adapter:
     fallback_limit: int | None = None
     # Constructor arguments that change neither the level nor success (left out of the level id).
     neutral_kwargs: tuple[str, ...] = ("render_mode",)
+    # Whether level_id() itself already names how setup reached the start (TextWorld's replayed commands).
+    names_setup: bool = False
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env
@@ -99,6 +101,7 @@ class Adapter:
         self._registered_limit = registered if registered is not None else made
         extra = {k: v for k, v in _unregistered_kwargs(env).items() if k not in self.neutral_kwargs}
         self.kwargs_key = digest(sorted(extra.items())) if extra else ""
+        self._setup: list[tuple[Any, ...]] = []  # how this episode's start was reached, beyond the base env's reset
         # By position in (*layers, adapter), so that a pickled copy of the harness keeps working.
         self._class_callables = [_callable_names(type(layer)) for layer in (*self._layers, self)]
         self._unpicklable: set[tuple[int, str]] = set()
@@ -128,6 +131,23 @@ class Adapter:
     def on_base_reset(self) -> None:
         """Called right after the base env resets, before state transforms (undo edits that persist)."""
 
+    def begin_setup(self) -> None:
+        """Called after :meth:`on_base_reset`: the start is the base env's own until setup changes it."""
+        self._setup = []
+
+    def note_setup(self, *what: Any) -> None:
+        """Record a change to how the episode starts that :meth:`level_id` does not read from the state.
+
+        Setup steps (a replayed prefix) are recorded by :meth:`setup_step`; a family whose
+        level id is not the whole start (classic control's is its physics) records the
+        distribution a state edit draws from (``InitialStateNoise``'s scale).
+        """
+        self._setup.append(what)
+
+    def setup_key(self) -> str:
+        """A digest of the setup that reached this episode's start ("" when it is the base env's own reset)."""
+        return digest(self._setup) if self._setup and not self.names_setup else ""
+
     def begin_episode(self) -> None:
         """Snapshot what the verifier judges against, after state transforms have run."""
 
@@ -146,6 +166,7 @@ class Adapter:
 
     def setup_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
         """Step the base env as setup (a replayed prefix), before the agent acts."""
+        self.note_setup("step", np.asarray(action).tolist())
         return self.env.step(action)
 
     def time_limit(self) -> int | None:

@@ -74,6 +74,8 @@ class ClassicControlAdapter(Adapter):
         """Add uniform noise in ``[-scale, scale]`` to every state variable."""
         state = np.asarray(self.raw.state, dtype=np.float64)
         self.raw.state = self._clip_state(state + rng.uniform(-scale, scale, size=state.shape))
+        # The level is the physics and the start distribution: a wider draw is another level.
+        self.note_setup("initial_state_noise", float(scale))
 
     def _clip_state(self, state: np.ndarray) -> np.ndarray:
         return state

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envharness.adapters.base import Adapter
+from envharness.adapters.base import Adapter, digest
 from envharness.errors import StateAccessError
 from envharness.verifier import Verdict
 
@@ -55,6 +55,10 @@ class NestedAdapter(Adapter):
 
     def level_id(self) -> str | None:
         return self._inner._adapter.level_id()
+
+    def setup_key(self) -> str:
+        inner, own = self._inner._adapter.setup_key(), super().setup_key()
+        return digest(inner, own) if own else inner
 
     def position(self) -> Any:
         return self._inner._adapter.position()

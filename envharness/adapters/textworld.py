@@ -39,6 +39,7 @@ class TextWorldAdapter(Adapter):
     family = "textworld"
     # Where the games are cached changes neither the game nor what success means.
     neutral_kwargs = ("render_mode", "cache_dir")
+    names_setup = True  # the level id names the commands replayed before the agent acts
     capabilities = frozenset({"walkthrough"})
 
     def __init__(self, env: Any) -> None:
