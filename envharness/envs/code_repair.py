@@ -25,6 +25,7 @@ import ast
 import builtins
 import json
 import math
+import secrets
 import string
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,15 +44,29 @@ OBS_LIMIT = 8000
 HIDDEN_FILE = "test_hidden_suite.py"
 VISIBLE_FILE = "test_visible.py"
 
-# Ours, written into the sandbox after the agent's files. It runs each test's statements and
-# evaluates each probe (an operand of an assert that needs the agent's code), and prints the
-# values, encoded with their exact types. It never sees an expected value: those stay on the
-# host, which decodes the values into plain data and decides. Whatever the agent's code
-# patches, prints or returns, only the values it produces for the probes can count.
+# Ours, written into the sandbox after the agent's files. Two programs, so that the one whose
+# reports count never runs the agent's code. The runner (PROBE_RUNNER) reads the probe program,
+# deletes its file, makes itself undumpable (no other process of the run's uid can read its
+# memory or open its descriptors through /proc), then starts one fresh interpreter per test
+# (PROBE_CHILD) with nothing but that test's steps on its stdin and no descriptor of its own
+# but a pipe back. The child imports the agent's code, runs the test's statements, evaluates
+# each probe (an operand of an assert that needs the agent's code) and sends the values back,
+# encoded with their exact types; everything the agent's code prints goes to /dev/null. The
+# runner prints each test's report once, prefixed with a per-run secret the host chose and no
+# child ever sees. No program in the sandbox sees an expected value: those stay on the host,
+# which decodes the values into plain data and decides. Whatever the agent's code patches,
+# prints or returns, only the values it produces for its own test's probes can count.
 PROBE_FILE = "_probes.json"
-PROBE_RUNNER = r"""
-import json, sys
-_type, _str, _sub, _write = type, str, issubclass, sys.__stdout__.write
+PROBE_SECONDS = 12.0  # the wall-clock budget of all tests together (the sandbox's own limit is 15 s)
+PROBE_CHILD = r"""
+import json, os, sys
+_type, _str, _sub = type, str, issubclass
+_channel = os.fdopen(os.dup(1), "w")
+_quiet = os.open(os.devnull, os.O_RDWR)
+os.dup2(_quiet, 1)
+os.dup2(_quiet, 2)
+_request = json.loads(sys.stdin.read())
+os.dup2(_quiet, 0)
 _exact = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
 
 
@@ -80,25 +95,72 @@ def encode(value, depth=0, room=[20000]):
     return ["object", _str(getattr(kind, "__qualname__", "?"))[:200]]
 
 
+values, error = [], None
+scope = {"__name__": "test_module"}
+try:
+    exec(_request["module"], scope)
+    for kind, source in _request["steps"]:
+        if kind == "exec":
+            exec(source, scope)
+        else:
+            try:
+                values.append(encode(eval(source, scope)))
+            except Exception as raised:
+                values.append(["raised", _str(_type(raised).__name__)[:200]])
+except BaseException as raised:
+    error = (_str(_type(raised).__name__) + ": " + _str(raised))[:300]
+_channel.write(json.dumps({"values": values, "error": error}) + "\n")
+_channel.flush()
+os._exit(0)
+"""
+PROBE_RUNNER = r"""
+import ctypes, json, os, signal, subprocess, sys, time
 with open(sys.argv[1]) as handle:
     program = json.load(handle)
-for test in program["tests"]:
-    values, error = [], None
-    scope = {"__name__": "test_module"}
+os.unlink(sys.argv[1])
+try:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0
+except Exception:
+    pass
+secret, child, deadline = program.pop("secret"), program.pop("child"), time.monotonic() + program.pop("seconds")
+
+
+def report(data):
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
     try:
-        exec(program["module"], scope)
-        for kind, source in test["steps"]:
-            if kind == "exec":
-                exec(source, scope)
-            else:
-                try:
-                    values.append(encode(eval(source, scope)))
-                except Exception as raised:
-                    values.append(["raised", _str(_type(raised).__name__)[:200]])
-    except BaseException as raised:
-        error = (_str(_type(raised).__name__) + ": " + _str(raised))[:300]
-    _write("PROBES " + json.dumps({"name": test["name"], "values": values, "error": error}) + "\n")
-    sys.__stdout__.flush()
+        line = json.loads(lines[-1])
+    except (IndexError, ValueError, RecursionError):
+        return [], "the test's process sent no report"
+    if not isinstance(line, dict) or not isinstance(line.get("values"), list) or not isinstance(line.get("error"), (str, type(None))):
+        return [], "the test's process sent no report"
+    return line["values"], line["error"]
+
+
+tests = program["tests"]
+for index, test in enumerate(tests):
+    values, error = [], "TimeoutError: the test ran out of time"
+    left = deadline - time.monotonic()
+    # Each test gets its share of what is left (at least 2 s while any is): one that hangs fails alone.
+    left = max(left / (len(tests) - index), min(left, 2.0))
+    if left > 0:
+        request = json.dumps({"module": program["module"], "steps": test["steps"]}).encode()
+        proc = subprocess.Popen(
+            [sys.executable, "-E", "-s", "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+        )
+        try:
+            data, _ = proc.communicate(request, timeout=left)
+            values, error = report(data)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait()
+    sys.stdout.write("PROBES " + secret + " " + json.dumps({"name": test["name"], "values": values, "error": error}) + "\n")
+    sys.stdout.flush()
 """
 
 
@@ -409,20 +471,28 @@ def run_tests(
     except (ValueError, SyntaxError, RecursionError, MemoryError) as error:
         why = str(error).splitlines()[0] if str(error) else type(error).__name__
         return {"<tests>": f"fail: the tests cannot be judged ({why})"}
-    program = {"module": module, "tests": [{"name": t.name, "steps": t.steps} for t in judged]}
+    secret = secrets.token_hex(16)  # only the runner's own reports carry it
+    program = {
+        "module": module,
+        "tests": [{"name": t.name, "steps": t.steps} for t in judged],
+        "secret": secret,
+        "child": PROBE_CHILD,
+        "seconds": PROBE_SECONDS,
+    }
     sandbox = SubprocessSandbox(allow_weak_isolation=allow_weak_isolation) if backend == "subprocess" else get_sandbox(backend)
     # Ours last: they overwrite anything the agent wrote under these names.
     payload = {**files, PROBE_FILE: json.dumps(program), "_runner.py": PROBE_RUNNER}
     result = sandbox.run(["python3", "-E", "-s", "_runner.py", PROBE_FILE], payload, Limits(timeout_s=15, memory_mb=256, cpu_s=10))
     reported: dict[str, dict] = {}
+    mark = f"PROBES {secret} "
     for text in result.stdout.splitlines():
-        if text.startswith("PROBES "):
+        if text.startswith(mark):
             try:
-                line = json.loads(text[len("PROBES ") :])
+                line = json.loads(text[len(mark) :])
             except (ValueError, RecursionError):
                 continue
             if isinstance(line, dict) and isinstance(line.get("name"), str) and isinstance(line.get("values"), list):
-                reported.setdefault(line["name"], line)  # the first report of a test counts
+                reported.setdefault(line["name"], line)  # the runner reports each test once
     outcome = {}
     for test in judged:
         line = reported.get(test.name)

@@ -17,7 +17,7 @@ import textwrap
 
 import pytest
 
-from envharness.envs.code_repair import PROBE_FILE, compile_suite, run_tests
+from envharness.envs.code_repair import compile_suite, run_tests
 
 TESTS = textwrap.dedent(
     """
@@ -147,12 +147,15 @@ def test_an_expected_value_inside_a_tolerance_stays_on_the_host():
 
 
 def test_a_module_reading_the_probe_file_for_expected_values_gains_nothing():
-    # The module returns a number the probe file holds other than its own input: the expected
-    # value, if it were ever sent in. Only the inputs are there, so it returns its input and fails.
+    # The module returns a number its test's steps hold other than its own input: the expected
+    # value, if it were ever sent in. The probe file is gone before the module runs, so it reads
+    # the steps where they are, in the memory of the process running its test. Only the inputs
+    # are there, so it returns its input and fails.
     reader = textwrap.dedent(
-        f"""
-        import re
-        _numbers = [float(x) for x in re.findall(r"-?\\d+\\.\\d+", open({PROBE_FILE!r}).read())]
+        """
+        import re, sys
+        _steps = repr(getattr(sys.modules["__main__"], "_request", ""))
+        _numbers = [float(x) for x in re.findall(r"-?\\d+\\.\\d+", _steps)]
 
         def g(x):
             others = [n for n in _numbers if n != x]
