@@ -129,7 +129,9 @@ class MiniGridPlanner:
             if front is not None and (fx, fy) in picked:
                 front = None
             successors = [((x, y, (d - 1) % 4, held, picked, opened), LEFT), ((x, y, (d + 1) % 4, held, picked, opened), RIGHT)]
-            if (
+            if (fx, fy) not in cells:
+                pass  # off the grid (a door in the outer wall leads nowhere)
+            elif (
                 front is None
                 or front.type == "goal"
                 or front.type in self.targets
