@@ -133,13 +133,25 @@ def collect(
     flush_steps: int = typer.Option(
         50_000, "--flush-steps", min=1, help="Commit a part every this many steps (smaller: less to redo after a crash)."
     ),
+    agent: str = typer.Option(None, "--agent", help="chat: an LLM agent on an OpenAI-compatible endpoint (instead of --policy)."),
+    base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the endpoint, e.g. http://127.0.0.1:8000/v1."),
+    model: str = typer.Option(None, "--model", help="With --agent chat: the model name the endpoint serves."),
+    harness_path: Path = typer.Option(
+        None, "--harness", metavar="FILE", help="With --agent chat: an agent harness JSON (default: `envrigger agent init --env ID`)."
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="With --agent chat: the variable holding the API key (never stored)."
+    ),
+    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1, help="With --agent chat: seconds a model call may take."),
 ) -> None:
-    """Roll a policy out on a spec and store the trajectories as Parquet.
+    """Roll a policy (or an LLM agent) out on a spec and store the trajectories as Parquet.
 
     One collection writes to a run directory at a time (a second is refused). Ctrl-C commits
-    every finished episode, then stops.
+    every finished episode, then stops. With --agent chat, every model call is recorded with
+    its step (tokens, latency, retries, the messages), under the harness's hash.
 
     Example: envrigger collect spec.json --policy reference --episodes 200 --workers 2 -o runs/doorkey
+    Example: envrigger collect envharness/TextWorld-v0 --agent chat --base-url http://127.0.0.1:8000/v1 --model qwen -n 20 -o runs/tw
     """
     from envharness.spec import HarnessSpec
     from envrigger.rollout import rollout
@@ -151,10 +163,15 @@ def collect(
         spec = HarnessSpec.from_json(spec_file.read_text())
     else:
         spec = HarnessSpec(env_id=spec_path)
+    chosen: Any = policy
+    if agent is not None:
+        chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or ())
+        if backend == "ray":
+            raise UserError("--agent chat runs on the serial or process backend; drop --backend ray")
     started = time.perf_counter()
     store = rollout(
         spec,
-        policy,
+        chosen,
         seeds=range(seed, seed + episodes),
         backend=backend,
         workers=workers,
@@ -172,6 +189,53 @@ def collect(
     errors = [e for e in store.episodes_table(["error"]).column("error").to_pylist()]
     if errors and all(e is not None for e in errors):
         raise UserError(f"every episode failed with an error (first: {errors[0]}); fix the env or the policy and collect again")
+
+
+def _chat_agent(
+    spec: Any, agent: str, base_url: str | None, model: str | None, harness_path: Path | None, api_key_env: str, timeout: float,
+    allow_imports: Any,
+) -> Any:  # fmt: skip
+    """The chat agent's factory, after every check that can fail (nothing is written before they pass)."""
+    from envrigger.agents import AgentHarness, ChatAgentFactory, Endpoint, check_endpoint, default_harness, text_view
+
+    if agent != "chat":
+        raise UserError(f"--agent: got {agent!r}; the agent envrigger drives is chat")
+    if not base_url or not model:
+        raise UserError("--agent chat needs --base-url URL and --model NAME (the endpoint and the model it serves)")
+    if harness_path is not None:
+        if not harness_path.is_file():
+            raise UserError(f"--harness: {harness_path} does not exist; write one with `envrigger agent init --env {spec.env_id} > FILE`")
+        harness = AgentHarness.from_json(harness_path.read_text(), source=str(harness_path))
+    else:
+        harness = default_harness(spec.env_id)
+    env = spec.build(allow_imports=list(allow_imports))
+    try:
+        text_view(env)
+    finally:
+        env.close()
+    endpoint = Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout)
+    check_endpoint(endpoint)
+    return ChatAgentFactory(harness, endpoint)
+
+
+agent_app = typer.Typer(help="LLM agents: their harness files.", no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(agent_app, name="agent")
+
+
+@agent_app.command("init")
+def agent_init(
+    env_id: str = typer.Option(
+        None, "--env", metavar="ENV_ID", help="The env the harness is for (TextWorld and code repair have their own)."
+    ),
+    output: str = typer.Option("text", "--output", help="text: the reply is the command; tools: OpenAI function calls."),
+) -> None:
+    """Print a good default agent harness (JSON) for an env: edit it, then pass it with --harness.
+
+    Example: envrigger agent init --env envharness/TextWorld-v0 > harness.json
+    """
+    from envrigger.agents import default_harness
+
+    print(default_harness(env_id, output).to_json())
 
 
 @app.command()

@@ -20,6 +20,9 @@ OBS_INLINE_LIMIT = 512  # observations whose JSON is at most this long are store
 OBS_INLINE_NUMBERS = 64  # ... and, by default, that hold at most this many numbers (an image's JSON costs more than its step)
 STORE_OBS = ("small", "fit", "none")
 COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
+# What an LLM agent's model calls cost, per step and summed per episode (None for agents that make none).
+LLM_INT_FIELDS = ("input_tokens", "output_tokens", "parse_failures")
+LLM_FLOAT_FIELDS = ("cost_usd", "latency_s")
 
 
 EPISODE_SCHEMA = pa.schema(
@@ -40,6 +43,8 @@ EPISODE_SCHEMA = pa.schema(
         ("error", pa.string()),
         ("wall_time", pa.float64()),
         *((name, pa.int64()) for name in COST_FIELDS),
+        *((name, pa.int64()) for name in LLM_INT_FIELDS),
+        *((name, pa.float64()) for name in LLM_FLOAT_FIELDS),
     ]
 )
 
@@ -56,6 +61,14 @@ STEP_SCHEMA = pa.schema(
         ("obs", pa.string()),
         ("position", pa.string()),
         ("info", pa.string()),
+        # LLM agents: the step's model calls (OpenTelemetry GenAI keys, messages compressed) and their sums.
+        ("model_calls", pa.int64()),
+        *((name, pa.int64()) for name in LLM_INT_FIELDS),
+        ("retries", pa.int64()),
+        ("invalid_tool_calls", pa.int64()),
+        *((name, pa.float64()) for name in LLM_FLOAT_FIELDS),
+        ("context_truncated", pa.bool_()),
+        ("calls", pa.string()),
     ]
 )
 
@@ -248,6 +261,11 @@ class EpisodeRecord:
     tool_errors: int | None = None
     retries: int | None = None
     human_interventions: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    parse_failures: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
 
     @property
     def failed(self) -> bool:
@@ -283,6 +301,16 @@ class StepRecord:
     obs: str | None = None
     position: str | None = None
     info: str = "{}"
+    model_calls: int | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    parse_failures: int | None = None
+    retries: int | None = None
+    invalid_tool_calls: int | None = None
+    cost_usd: float | None = None
+    latency_s: float | None = None
+    context_truncated: bool | None = None
+    calls: str | None = None  # JSON: one object per model call (see envrigger.agents.chat)
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)

@@ -49,6 +49,19 @@ def run_episode(
     """
     play = _Play(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
     act, advance = policy.act, play.advance
+    pop_calls = getattr(policy, "pop_calls", None)  # an LLM agent's model calls, per action
+    if pop_calls is not None:
+        observe = getattr(policy, "observe_reward", None)
+        while not play.done:
+            try:
+                action = act(play.obs, play.info)
+            except Exception as exc:  # the policy raised: record it, keep the run going
+                play.fail(exc, pop_calls())
+                break
+            advance(action, pop_calls())
+            if observe is not None and play.steps:
+                observe(play.steps[-1].reward)
+        return play.record()
     while not play.done:
         try:
             action = act(play.obs, play.info)
@@ -63,7 +76,7 @@ class _Play:
     """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
 
     __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
-                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info")  # fmt: skip
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished")  # fmt: skip
 
     def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
         self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
@@ -75,6 +88,7 @@ class _Play:
         self.level_id: str | None = None
         self.error: str | None = None
         self.done, self.obs, self.info = False, None, {}
+        self.unfinished: list[dict[str, Any]] = []
         try:
             if hasattr(policy, "reset"):
                 policy.reset(seed)
@@ -83,14 +97,17 @@ class _Play:
         except Exception as exc:  # the env or the policy raised: record it, keep the run going
             self.fail(exc)
 
-    def advance(self, action: Any) -> None:
-        """Take the agent's ``action`` and record the step."""
+    def advance(self, action: Any, calls: list[dict[str, Any]] | None = None) -> None:
+        """Take the agent's ``action`` and record the step (with the model ``calls`` that chose it, for an LLM agent)."""
         try:
             obs, reward, terminated, truncated, info = self.env.step(action)
             steps = self.steps
-            steps.append(
-                step_record(self.episode_id, len(steps), action, obs, reward, terminated, truncated, info, self.adapter, self.store_obs)
+            record = step_record(
+                self.episode_id, len(steps), action, obs, reward, terminated, truncated, info, self.adapter, self.store_obs
             )
+            if calls is not None:
+                add_calls(record, calls)
+            steps.append(record)
             self.total += float(reward)
             self.obs, self.info = obs, info
             if terminated or truncated:
@@ -98,8 +115,10 @@ class _Play:
         except Exception as exc:
             self.fail(exc)
 
-    def fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException, calls: list[dict[str, Any]] | None = None) -> None:
         self.error, self.verdict, self.done = _one_line(exc), None, True
+        if calls:  # the model calls of a step the agent could not finish: kept, so the transcript shows why
+            self.unfinished = calls
 
     def record(self) -> tuple[EpisodeRecord, list[StepRecord]]:
         policy = self.policy
@@ -108,6 +127,8 @@ class _Play:
             self.episode_id, self.spec_hash, self.spec_json, self.seed, policy_id, self.steps, self.total, self.verdict, self.level,
             self.level_id, self.error, time.perf_counter() - self.started,
         )  # fmt: skip
+        if any(step.model_calls is not None for step in self.steps) or self.unfinished:
+            sum_calls(record, self.steps, self.unfinished)
         return record, self.steps
 
 
@@ -138,6 +159,38 @@ def step_record(
         position=dumps(where) if where is not None else None,
         info=_info_fields(info),
     )
+
+
+def add_calls(step: StepRecord, calls: list[dict[str, Any]]) -> None:
+    """Put an LLM agent's model calls for one step on its record, with their sums."""
+    step.model_calls = len(calls)
+    step.input_tokens = sum(int(c.get("gen_ai.usage.input_tokens", 0)) for c in calls)
+    step.output_tokens = sum(int(c.get("gen_ai.usage.output_tokens", 0)) for c in calls)
+    step.parse_failures = sum(1 for c in calls if c.get("envrigger.reply.error"))
+    step.invalid_tool_calls = sum(1 for c in calls if c.get("envrigger.tool_call.invalid"))
+    step.retries = max(len(calls) - 1, 0)
+    step.cost_usd = float(sum(float(c.get("envrigger.cost_usd", 0.0)) for c in calls))
+    step.latency_s = float(sum(float(c.get("envrigger.latency_s", 0.0)) for c in calls))
+    step.context_truncated = any(bool(c.get("envrigger.context.truncated")) for c in calls)
+    step.calls = dumps(calls)
+
+
+def sum_calls(episode: EpisodeRecord, steps: list[StepRecord], unfinished: list[dict[str, Any]]) -> None:
+    """An LLM agent's episode totals: the sums of its steps' model calls (and of a step it could not finish)."""
+    extra = StepRecord(
+        episode_id=episode.episode_id, t=len(steps), action="null", reward=0.0, terminated=False, truncated=False, obs_digest=""
+    )
+    add_calls(extra, unfinished)
+    counted = [s for s in steps if s.model_calls is not None] + ([extra] if unfinished else [])
+    episode.model_calls = sum(s.model_calls or 0 for s in counted)
+    episode.input_tokens = sum(s.input_tokens or 0 for s in counted)
+    episode.output_tokens = sum(s.output_tokens or 0 for s in counted)
+    episode.tokens = episode.input_tokens + episode.output_tokens
+    episode.parse_failures = sum(s.parse_failures or 0 for s in counted)
+    episode.tool_errors = sum(s.invalid_tool_calls or 0 for s in counted)
+    episode.retries = sum(s.retries or 0 for s in counted)
+    episode.cost_usd = float(sum(s.cost_usd or 0.0 for s in counted))
+    episode.latency_s = float(sum(s.latency_s or 0.0 for s in counted))
 
 
 def episode_record(

@@ -1,0 +1,341 @@
+"""A chat agent: a policy that asks a model behind any OpenAI-compatible endpoint for each action.
+
+Contains :class:`ChatAgent`, :class:`Endpoint`, :class:`AgentError`, :func:`check_endpoint`
+(the one-line refusals for an endpoint that cannot be used) and the per-call record, whose
+keys follow OpenTelemetry's GenAI conventions (``gen_ai.request.model``,
+``gen_ai.usage.input_tokens`` ...). The API key is read from an environment variable when
+the agent is made and is never written to a run, a log or an error message.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import time
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from envharness.errors import EnvHarnessError, SpecError
+from envrigger.agents.harness import AgentHarness, render
+from envrigger.agents.textview import TextView, UnusableReply, text_view
+
+CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
+RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
+
+
+class AgentError(EnvHarnessError):
+    """The agent cannot go on (endpoint refused, call budget used up); one line, never the API key."""
+
+
+def _openai() -> Any:
+    try:
+        import openai
+    except ImportError:
+        raise SpecError('the chat agent needs the openai package: pip install "envharness[llm]"') from None
+    return openai
+
+
+@dataclass
+class Endpoint:
+    """Where the model is: an OpenAI-compatible base URL, a model name, the variable holding the key.
+
+    Example:
+        >>> Endpoint("http://127.0.0.1:8000/v1", "qwen", api_key_env="MY_KEY").describe()
+        'qwen at http://127.0.0.1:8000/v1'
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 60.0  # per request
+    attempts: int = 4  # per call, on 429, 5xx, timeouts and connection errors
+    prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> (USD per 1M input, per 1M output tokens)
+
+    def describe(self) -> str:
+        return f"{self.model} at {self.base_url}"
+
+    def api_key(self) -> str:
+        key = os.environ.get(self.api_key_env)
+        if key is None:
+            raise SpecError(
+                f"the API key variable {self.api_key_env} is not set; export it (any value for a local server), or name another with --api-key-env"
+            )
+        return key
+
+    def client(self) -> Any:
+        return _openai().OpenAI(base_url=self.base_url, api_key=self.api_key(), timeout=self.timeout_s, max_retries=0)
+
+
+def check_endpoint(endpoint: Endpoint) -> list[str]:
+    """The models the endpoint offers; a one-line :class:`~envharness.errors.SpecError` if it cannot be used for ``endpoint.model``."""
+    openai = _openai()
+    client = endpoint.client()
+    try:
+        offered = sorted(m.id for m in client.models.list())
+    except openai.AuthenticationError:
+        raise SpecError(f"{endpoint.base_url} refused the API key in ${endpoint.api_key_env} (401); set the right key") from None
+    except openai.APIConnectionError:
+        raise SpecError(f"cannot reach an endpoint at {endpoint.base_url}; is the server running, and does the URL end in /v1?") from None
+    except openai.APIStatusError as error:
+        raise SpecError(f"{endpoint.base_url} answered {error.status_code} to GET /models; check the URL") from None
+    if endpoint.model not in offered:
+        listing = ", ".join(offered[:20]) or "none"
+        raise SpecError(f"model {endpoint.model!r} is not offered at {endpoint.base_url}; it offers: {listing}")
+    return offered
+
+
+def compress(messages: list[dict[str, Any]]) -> str:
+    """Messages as stored with a call: zlib-compressed JSON, base64 (read back with :func:`decompress`).
+
+    Example:
+        >>> decompress(compress([{"role": "user", "content": "hi"}]))
+        [{'role': 'user', 'content': 'hi'}]
+    """
+    return base64.b64encode(zlib.compress(json.dumps(messages, separators=(",", ":")).encode(), 6)).decode()
+
+
+def decompress(text: str) -> list[dict[str, Any]]:
+    return list(json.loads(zlib.decompress(base64.b64decode(text))))
+
+
+def _estimate(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or "")) for m in messages) // CHARS_PER_TOKEN + 1
+
+
+class ChatAgent:
+    """A policy whose every action is a model's reply, under an :class:`~envrigger.agents.harness.AgentHarness`.
+
+    Each ``act`` renders the turn's message, sends the conversation (trimmed by the
+    harness's context policy), and turns the reply into an action through the env's
+    :class:`~envrigger.agents.textview.TextView`; a reply that is not an action goes back
+    to the model with the reason, at most ``harness.retries`` times, after which the step
+    takes the env's "unusable" action (a wasted turn, or the raw reply for the env to
+    refuse). Every model call of the step is kept for the recorder (:meth:`pop_calls`).
+
+    Example:
+        >>> import envharness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", task="add")
+        >>> agent = ChatAgent(env, AgentHarness(), Endpoint("http://127.0.0.1:9/v1", "m", api_key_env="PATH"))
+        >>> agent.policy_id.startswith("chat:m:")
+        True
+    """
+
+    name = "chat"
+
+    def __init__(self, env: Any, harness: AgentHarness, endpoint: Endpoint, client: Any = None) -> None:
+        self.view: TextView = text_view(env)
+        self.harness, self.endpoint = harness, endpoint
+        self._client = client if client is not None else endpoint.client()
+        self.policy_id = f"chat:{endpoint.model}:{harness.hash()}"
+        self.reset(None)
+
+    # -- episode -------------------------------------------------------------------------
+    def reset(self, seed: int | None) -> None:
+        self.seed = seed
+        self._messages: list[dict[str, Any]] = [{"role": "system", "content": self.harness.system_prompt}]
+        self._turn_starts: list[int] = []  # index in _messages of each model reply: a turn is a reply and what answered it
+        self._pending_tool: str | None = None  # the tool call id the next observation answers
+        self._steps = 0
+        self._calls_used = 0
+        self._calls: list[dict[str, Any]] = []
+        self._reward = 0.0
+
+    def pop_calls(self) -> list[dict[str, Any]]:
+        """The model calls made for the last action (and forget them)."""
+        calls, self._calls = self._calls, []
+        return calls
+
+    def observe_reward(self, reward: float) -> None:
+        self._reward = float(reward)
+
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        text, commands = self.view.describe(obs)
+        first = self._steps == 0
+        template = self.harness.task_template if first else self.harness.turn_template
+        content = render(template, observation=text, commands=commands, step=self._steps, reward=self._reward, error="")
+        self._say(content)
+        self._steps += 1
+        error = ""
+        for attempt in range(self.harness.retries + 1):
+            message, record = self._call(commands)
+            try:
+                action = self._action(message, commands)
+            except UnusableReply as unusable:
+                error = str(unusable)
+                record["envrigger.reply.error"] = error
+                record["envrigger.tool_call.invalid"] = bool(message.get("tool_calls"))
+                self._calls.append(record)
+                self._answer_unusable(message, error)
+                continue
+            record["envrigger.retry"] = attempt
+            self._calls.append(record)
+            return action
+        return self.view.unusable()
+
+    # -- messages ------------------------------------------------------------------------
+    def _say(self, content: str) -> None:
+        """The observation to the model: a user message, or the result of the tool it called."""
+        if self._pending_tool is not None:
+            self._messages.append({"role": "tool", "tool_call_id": self._pending_tool, "content": content})
+            self._pending_tool = None
+        else:
+            self._messages.append({"role": "user", "content": content})
+
+    def _reply(self, message: dict[str, Any]) -> None:
+        self._turn_starts.append(len(self._messages))
+        self._messages.append(message)
+
+    def _answer_unusable(self, message: dict[str, Any], error: str) -> None:
+        self._reply(message)
+        content = render(self.harness.retry_template, error=error, observation="", commands=[], step=self._steps, reward=self._reward)
+        calls = message.get("tool_calls") or []
+        if calls:
+            for call in calls:  # every call gets its answer, as the protocol requires
+                self._messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+        else:
+            self._messages.append({"role": "user", "content": content})
+
+    def _context(self) -> tuple[list[dict[str, Any]], bool]:
+        """The messages this call sends (system and task kept, then the latest turns) and whether older turns were cut."""
+        head_end = self._turn_starts[0] if self._turn_starts else len(self._messages)
+        head, starts = self._messages[:head_end], list(self._turn_starts)
+        policy = self.harness.context
+        if policy.keep_turns is not None and len(starts) > policy.keep_turns:
+            starts = starts[len(starts) - policy.keep_turns :]
+        # Oldest turns go first while over the token budget; the latest turn (what is being answered) always stays.
+        while policy.token_budget is not None and len(starts) > 1 and _estimate(head + self._messages[starts[0] :]) > policy.token_budget:
+            starts = starts[1:]
+        sent = head + (self._messages[starts[0] :] if starts else [])
+        return sent, len(sent) < len(self._messages)
+
+    # -- the model call ------------------------------------------------------------------
+    def _call(self, commands: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+        if self._calls_used >= self.harness.max_calls:
+            raise AgentError(f"the harness's budget of {self.harness.max_calls} model calls per episode is used up")
+        self._calls_used += 1
+        messages, truncated = self._context()
+        sampling = self.harness.sampling
+        request: dict[str, Any] = {
+            "model": self.endpoint.model,
+            "messages": messages,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "max_tokens": sampling.max_tokens,
+        }
+        if sampling.seed is not None:
+            request["seed"] = sampling.seed
+        if sampling.stop:
+            request["stop"] = list(sampling.stop)
+        if self.harness.output == "tools":
+            request["tools"] = self.view.tools(commands)
+        started = time.perf_counter()
+        response, attempts = self._send(request)
+        latency = time.perf_counter() - started
+        choice = response.choices[0]
+        message: dict[str, Any] = {"role": "assistant", "content": choice.message.content or ""}
+        tool_calls = getattr(choice.message, "tool_calls", None) or []
+        if tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                for c in tool_calls
+            ]
+        usage: Any = getattr(response, "usage", None)
+        estimated = usage is None or getattr(usage, "prompt_tokens", None) is None
+        input_tokens = _estimate(messages) if estimated else int(usage.prompt_tokens)
+        output_tokens = _estimate([message]) if estimated else int(usage.completion_tokens or 0)
+        price_in, price_out = self.endpoint.prices.get(self.endpoint.model, (0.0, 0.0))
+        record = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": self.endpoint.model,
+            "gen_ai.response.model": str(getattr(response, "model", "") or ""),
+            "gen_ai.response.id": str(getattr(response, "id", "") or ""),
+            "gen_ai.usage.input_tokens": input_tokens,
+            "gen_ai.usage.output_tokens": output_tokens,
+            "gen_ai.response.finish_reasons": [str(choice.finish_reason or "")],
+            "envrigger.usage.estimated": estimated,
+            "envrigger.latency_s": round(latency, 6),
+            "envrigger.cost_usd": (input_tokens * price_in + output_tokens * price_out) / 1e6,
+            "envrigger.context.truncated": truncated,
+            "envrigger.endpoint.attempts": attempts,
+            "envrigger.tool_call.invalid": False,
+            "gen_ai.input.messages": compress(messages),
+            "gen_ai.output.messages": compress([message]),
+        }
+        return message, record
+
+    def _send(self, request: dict[str, Any]) -> tuple[Any, int]:
+        """One call with retries and backoff on 429/5xx/timeouts/connection errors (``Retry-After`` honoured)."""
+        openai = _openai()
+        wait = 0.5
+        for attempt in range(1, self.endpoint.attempts + 1):
+            try:
+                return self._client.chat.completions.create(**request), attempt
+            except openai.AuthenticationError:
+                raise AgentError(f"{self.endpoint.base_url} refused the API key in ${self.endpoint.api_key_env} (401)") from None
+            except openai.NotFoundError:
+                raise AgentError(f"{self.endpoint.base_url}: model {self.endpoint.model!r} not found (404)") from None
+            except (openai.APIConnectionError, openai.APIStatusError) as error:
+                status = getattr(error, "status_code", None)
+                if status is not None and status not in RETRIED_STATUS:
+                    raise AgentError(f"{self.endpoint.base_url} refused the request ({status}: {_short(error)})") from None
+                if attempt == self.endpoint.attempts:
+                    what = f"{status}" if status is not None else type(error).__name__
+                    raise AgentError(f"{self.endpoint.describe()} failed {attempt} times ({what}); the episode ends here") from None
+                time.sleep(_retry_after(error, wait))
+                wait = min(wait * 2, 8.0)
+        raise AssertionError("unreachable")
+
+    def _action(self, message: dict[str, Any], commands: list[str]) -> Any:
+        view, parse = self.view, self.harness.parse
+        if self.harness.output == "tools":
+            calls = message.get("tool_calls") or []
+            if not calls:
+                raise UnusableReply("no tool was called; call one of the tools")
+            call = calls[0]["function"]
+            action = view.from_tool_call(call["name"], call["arguments"], commands)
+            self._pending_tool = calls[0]["id"]
+            self._reply(message)
+            return action
+        action = view.from_reply(
+            message["content"], commands, strip_fences=parse.strip_code_fences, first_line=parse.first_line, strip=parse.strip,
+            case_sensitive=parse.case_sensitive,
+        )  # fmt: skip
+        self._reply(message)
+        return action
+
+
+class ChatAgentFactory:
+    """A picklable ``env -> ChatAgent`` maker: each worker makes its own client (the key read from its environment).
+
+    Example:
+        >>> import envharness
+        >>> make = ChatAgentFactory(AgentHarness(), Endpoint("http://127.0.0.1:9/v1", "m", api_key_env="PATH"))
+        >>> make(envharness.wrap("envharness/CodeRepair-v0", task="add")).name
+        'chat'
+    """
+
+    def __init__(self, harness: AgentHarness, endpoint: Endpoint) -> None:
+        self.harness, self.endpoint = harness, endpoint
+
+    def __call__(self, env: Any) -> ChatAgent:
+        return ChatAgent(env, self.harness, self.endpoint)
+
+
+def _retry_after(error: Any, default: float) -> float:
+    response = getattr(error, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        return min(max(float(header), 0.0), 30.0) if header is not None else default
+    except ValueError:
+        return default
+
+
+def _short(error: Any) -> str:
+    body = getattr(error, "body", None)
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or "")[:160].replace("\n", " ")
+
+
+__all__ = ["AgentError", "ChatAgent", "ChatAgentFactory", "Endpoint", "check_endpoint", "compress", "decompress"]

@@ -1,0 +1,174 @@
+"""The agent's own loop as data: prompts, context policy, output mode, parsing, retries, sampling.
+
+Contains :class:`AgentHarness` (with :class:`Sampling`, :class:`ContextPolicy`,
+:class:`ParseRules`), :func:`default_harness` (a good default for an env) and
+:func:`render` (templates rendered in jinja2's sandbox, since harness files are data).
+An ``AgentHarness`` is to an LLM agent what a ``HarnessSpec`` is to an env: a JSON file,
+hashed, so that every run records *which harness* produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import lru_cache
+from typing import Any, Literal
+
+from jinja2 import StrictUndefined, TemplateError
+from jinja2.sandbox import SandboxedEnvironment
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from envharness.errors import SpecError
+
+
+class Sampling(BaseModel):
+    """What every model call asks the endpoint for (OpenAI Chat Completions' sampling fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="sampling temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
+    seed: int | None = Field(0, ge=0, le=2**31 - 1, description="the endpoint's sampling seed, where it takes one")
+    max_tokens: int = Field(512, ge=1, le=131072, description="the longest completion")
+    stop: list[str] = Field(default_factory=list, max_length=4, description="stop sequences")
+
+
+class ContextPolicy(BaseModel):
+    """Which messages each call sends: the system message and the task always, then the latest turns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keep_turns: int | None = Field(
+        8, ge=1, le=10000, description="the most recent turns kept (a turn: the model's reply and what followed)"
+    )
+    token_budget: int | None = Field(
+        None, ge=64, le=10_000_000, description="the most estimated tokens sent per call (4 characters a token); oldest turns go first"
+    )
+
+
+class ParseRules(BaseModel):
+    """How a text reply becomes a command (``output: text``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    strip_code_fences: bool = Field(True, description="read the inside of a ``` fenced block when the reply has one")
+    first_line: bool = Field(False, description="take only the first non-empty line of the reply")
+    strip: str = Field(" \t\r\n.`'\"", max_length=32, description="characters stripped from both ends of the command")
+    case_sensitive: bool = Field(False, description="whether a command must match a listed one's case")
+
+
+class AgentHarness(BaseModel):
+    """An LLM agent's loop as data: a JSON round-trip, hashed like a ``HarnessSpec``.
+
+    Templates are jinja2, rendered in a sandbox with ``observation`` (the env's text),
+    ``commands`` (the listed commands, where the env lists them), ``step``, ``reward``
+    and ``error`` (why the last reply could not be used, on a retry).
+
+    Example:
+        >>> harness = AgentHarness(system_prompt="You play a text game.")
+        >>> AgentHarness.from_json(harness.to_json()) == harness, len(harness.hash())
+        (True, 16)
+        >>> render("Room: {{ observation }}", observation="a kitchen")
+        'Room: a kitchen'
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    system_prompt: str = Field("You are an agent acting in an environment.", max_length=100_000)
+    task_template: str = Field("{{ observation }}", max_length=100_000, description="the first user message of an episode")
+    turn_template: str = Field("{{ observation }}", max_length=100_000, description="the user message after each step")
+    retry_template: str = Field(
+        "That reply could not be used: {{ error }}. Answer again.", max_length=10_000, description="sent back when a reply cannot be used"
+    )
+    output: Literal["text", "tools"] = Field("text", description="text: the reply is the command; tools: an OpenAI function call")
+    parse: ParseRules = Field(default_factory=ParseRules)
+    retries: int = Field(2, ge=0, le=20, description="replies that may be sent back per step before the step fails")
+    max_calls: int = Field(200, ge=1, le=100_000, description="model calls per episode; the episode ends when they run out")
+    sampling: Sampling = Field(default_factory=Sampling)
+    context: ContextPolicy = Field(default_factory=ContextPolicy)
+
+    @field_validator("system_prompt", "task_template", "turn_template", "retry_template")
+    @classmethod
+    def _compiles(cls, text: str) -> str:
+        try:
+            _template(text)
+        except TemplateError as error:
+            raise ValueError(f"not a valid template ({error})") from None
+        return text
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent)
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "agent harness") -> AgentHarness:
+        """Parse a harness file's text; a malformed one is a one-line :class:`~envharness.errors.SpecError`."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+            raise SpecError(f"{source}: {where}: {first['msg']}; see `envrigger agent init` for a valid harness") from None
+
+    def hash(self) -> str:
+        """16 hex digits identifying this harness (its canonical JSON)."""
+        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+_SANDBOX = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+
+@lru_cache(maxsize=256)
+def _template(text: str) -> Any:
+    return _SANDBOX.from_string(text)
+
+
+def render(text: str, **values: Any) -> str:
+    """Render a harness template in jinja2's sandbox (no attribute access to Python internals)."""
+    try:
+        return str(_template(text).render(**values))
+    except TemplateError as error:
+        raise SpecError(f"agent harness: a template failed to render ({type(error).__name__}: {error}); fix the template") from None
+
+
+TEXTWORLD_SYSTEM = (
+    "You play a text adventure. Each turn you see what happened and the commands you can type. "
+    "Reach the objective in as few commands as you can."
+)
+TEXTWORLD_TURN = "{{ observation }}\n\nCommands:\n{% for c in commands %}- {{ c }}\n{% endfor %}\nReply with one command from the list."
+CODE_SYSTEM = (
+    "You repair a bug in a small Python module with tools: list, view, replace, run_tests and submit. "
+    "Look at the module, fix it, run the visible tests, then submit. Submitting ends the episode."
+)
+CODE_TEXT_TURN = (
+    '{{ observation }}\n\nReply with exactly one JSON tool call, e.g. {"tool": "view", "path": "calc.py"} or {"tool": "submit"}.'
+)
+
+
+def default_harness(env_id: str | None = None, output: str = "text") -> AgentHarness:
+    """A good starting harness for ``env_id`` (TextWorld and code repair have their own).
+
+    Example:
+        >>> default_harness("envharness/CodeRepair-v0").output
+        'text'
+        >>> "Commands" in default_harness("envharness/TextWorld-v0").turn_template
+        True
+    """
+    if output not in ("text", "tools"):
+        raise SpecError(f"output: got {output!r}; use text or tools")
+    if env_id and "TextWorld" in env_id:
+        return AgentHarness(system_prompt=TEXTWORLD_SYSTEM, task_template=TEXTWORLD_TURN, turn_template=TEXTWORLD_TURN, output=output)  # type: ignore[arg-type]
+    if env_id and "CodeRepair" in env_id:
+        turn = CODE_TEXT_TURN if output == "text" else "{{ observation }}"
+        return AgentHarness(
+            system_prompt=CODE_SYSTEM,
+            task_template=turn,
+            turn_template=turn,
+            output=output,  # type: ignore[arg-type]
+            parse=ParseRules(strip=" \t\r\n"),
+            max_calls=60,
+        )
+    return AgentHarness(output=output)  # type: ignore[arg-type]
+
+
+__all__ = ["AgentHarness", "ContextPolicy", "ParseRules", "Sampling", "default_harness", "render"]

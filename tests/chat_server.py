@@ -1,0 +1,174 @@
+"""A real HTTP server on 127.0.0.1 that speaks OpenAI's Chat Completions protocol, answered by a scripted model.
+
+``ChatServer(model)`` serves ``GET /v1/models`` and ``POST /v1/chat/completions``
+(non-streaming and streaming, tools, ``usage``) with the protocol's error bodies; a model
+is any ``(request) -> Reply`` callable. Replies can plant errors (``Reply(status=429,
+retry_after=0.1)``), or hang (``Reply(hang=True)``). Every request is kept
+(``server.requests``, headers included) so tests can check what the client sent.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    content: str | None = ""
+    tool_calls: list[tuple[str, str]] = field(default_factory=list)  # (name, arguments JSON)
+    status: int = 200
+    retry_after: float | None = None
+    hang: bool = False
+    usage: bool = True
+    finish_reason: str = "stop"
+
+
+Model = Callable[[dict[str, Any]], Reply]
+ERRORS = {400: "invalid_request_error", 401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded", 500: "server_error"}
+
+
+class ChatServer:
+    """A Chat Completions endpoint on a free port of 127.0.0.1, in a thread (use as a context manager)."""
+
+    def __init__(self, model: Model, models: tuple[str, ...] = ("scripted",), key: str | None = None) -> None:
+        self.model, self.models, self.key = model, models, key
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+                self._send(
+                    status, {"error": {"message": message, "type": ERRORS.get(status, "error"), "code": ERRORS.get(status)}}, headers
+                )
+
+            def _authorized(self) -> bool:
+                if server.key is None or self.headers.get("Authorization") == f"Bearer {server.key}":
+                    return True
+                self._error(401, "Incorrect API key provided.")
+                return False
+
+            def do_GET(self) -> None:
+                if not self._authorized():
+                    return
+                if self.path.rstrip("/") == "/v1/models":
+                    data = [{"id": m, "object": "model", "created": 0, "owned_by": "tests"} for m in server.models]
+                    self._send(200, {"object": "list", "data": data})
+                else:
+                    self._error(404, f"no route {self.path}")
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with server._lock:
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+                if not self._authorized():
+                    return
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    self._error(404, f"no route {self.path}")
+                    return
+                if body.get("model") not in server.models:
+                    self._error(404, f"The model `{body.get('model')}` does not exist.")
+                    return
+                reply = server.model(body)
+                if reply.hang:
+                    server._stop.wait(60)
+                    return
+                if reply.status != 200:
+                    headers = {"Retry-After": str(reply.retry_after)} if reply.retry_after is not None else None
+                    self._error(reply.status, f"scripted error {reply.status}", headers)
+                    return
+                number = len(server.requests)
+                message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+                if reply.tool_calls:
+                    message["tool_calls"] = [
+                        {"id": f"call_{number}_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+                        for i, (n, a) in enumerate(reply.tool_calls)
+                    ]
+                prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", [])) // 4 + 1
+                completion = len(reply.content or "") // 4 + 1
+                finish = "tool_calls" if reply.tool_calls else reply.finish_reason
+                if body.get("stream"):
+                    self._stream(number, body["model"], message, finish)
+                    return
+                answer: dict[str, Any] = {
+                    "id": f"chatcmpl-{number}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body["model"],
+                    "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                }
+                if reply.usage:
+                    answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                self._send(200, answer)
+
+            def _stream(self, number: int, model: str, message: dict[str, Any], finish: str) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                chunks = [{"role": "assistant", "content": ""}, {"content": message.get("content") or ""}]
+                for i, delta in enumerate([*chunks, {}]):
+                    event = {
+                        "id": f"chatcmpl-{number}",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": model,
+                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish if i == len(chunks) else None}],
+                    }
+                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> ChatServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def bodies(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]
+
+
+def last_user(request: dict[str, Any]) -> str:
+    """The text of the last user or tool message of a request."""
+    for message in reversed(request.get("messages", [])):
+        if message.get("role") in ("user", "tool"):
+            return str(message.get("content") or "")
+    return ""
+
+
+def listed_commands(request: dict[str, Any]) -> list[str]:
+    """The commands a TextWorld turn lists (the default harness's "- command" lines)."""
+    return [line[2:] for line in last_user(request).splitlines() if line.startswith("- ")]

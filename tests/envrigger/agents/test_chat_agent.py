@@ -1,0 +1,344 @@
+"""The chat agent against a real Chat Completions server on 127.0.0.1, through the official openai client.
+
+Scripted models answer: a TextWorld walkthrough, a code-repair fix by tool calls, models
+that answer garbage, call unknown tools, or keep failing; the server also plants the
+protocol's errors (401, 404, 429 with Retry-After, 500, a request that never answers).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chat_server import ChatServer, Reply, last_user, listed_commands
+
+import envharness
+from envharness import HarnessSpec, SpecError
+from envrigger.agents import (
+    AgentHarness,
+    ChatAgent,
+    ChatAgentFactory,
+    ContextPolicy,
+    Endpoint,
+    check_endpoint,
+    decompress,
+    default_harness,
+    render,
+)
+from envrigger.data import TrajectoryStore
+from envrigger.rollout import rollout
+
+pytest.importorskip("openai", reason='the chat agent needs the llm extra: pip install "envharness[llm]"')
+needs_textworld = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
+
+TW = HarnessSpec(env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3], "games_per_level": 2})
+CODE = HarnessSpec(env_id="envharness/CodeRepair-v0", env_kwargs={"task": "add"})
+KEY = "sk-test-SECRET-4f9a1c"
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+
+
+def walkthrough(spec: HarnessSpec, seed: int) -> list[str]:
+    env = spec.build()
+    env.reset(seed=seed)
+    return list(env.unwrapped.policy)
+
+
+def first_message(harness: AgentHarness, seed: int) -> str:
+    obs, _ = TW.build().reset(seed=seed)
+    commands = [c for c in obs["commands"].split("\n") if c]
+    return render(harness.task_template, observation=obs["text"], commands=commands, step=0, reward=0.0, error="")
+
+
+def one_episode(store: TrajectoryStore) -> tuple[Any, list[Any]]:
+    ((episode, steps),) = list(store.iter_episode_steps())
+    return episode, steps
+
+
+# -- the harness --------------------------------------------------------------------------------------------------
+def test_a_harness_round_trips_and_its_hash_names_its_content():
+    harness = default_harness("envharness/TextWorld-v0")
+    again = AgentHarness.from_json(harness.to_json())
+    assert again == harness and again.hash() == harness.hash()
+    changed = harness.model_copy(update={"retries": harness.retries + 1})
+    assert changed.hash() != harness.hash()
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('{"retries": -1}', "retries"),
+        ('{"output": "speech"}', "output"),
+        ('{"turn_template": "{{ observation "}', "turn_template"),
+        ('{"sampling": {"temperature": 9}}', "sampling.temperature"),
+        ('{"surprise": 1}', "surprise"),
+        ("not json", "(top level)"),
+    ],
+)
+def test_a_bad_harness_file_is_one_line_naming_the_field(text, where):
+    with pytest.raises(SpecError) as refused:
+        AgentHarness.from_json(text, source="h.json")
+    assert "\n" not in str(refused.value) and str(refused.value).startswith(f"h.json: {where}")
+
+
+def test_templates_render_in_a_sandbox():
+    assert render("{{ commands | join(', ') }}", commands=["a", "b"]) == "a, b"
+    with pytest.raises(SpecError, match="template failed to render"):
+        render("{{ observation.__class__.__mro__[1].__subclasses__() }}", observation="x")
+
+
+# -- a TextWorld episode through the endpoint ---------------------------------------------------------------------
+@needs_textworld
+def test_a_walkthrough_model_wins_and_every_call_is_recorded_with_its_step(tmp_path):
+    plan = walkthrough(TW, 0)
+
+    def model(request: dict[str, Any]) -> Reply:
+        command = plan.pop(0)
+        assert command in listed_commands(request)  # the turn lists the commands the game accepts
+        return Reply(content=command)
+
+    with ChatServer(model) as server:
+        store = rollout(TW, ChatAgentFactory(default_harness(TW.env_id), Endpoint(server.url, "scripted")), seeds=[0], out=tmp_path / "run")
+    episode, steps = one_episode(store)
+    assert episode.success and episode.model_calls == len(steps) == episode.length
+    assert episode.input_tokens > 0 and episode.tokens == episode.input_tokens + episode.output_tokens
+    assert episode.policy_id == f"chat:scripted:{default_harness(TW.env_id).hash()}"
+    call = json.loads(steps[0].calls)[0]
+    assert call["gen_ai.request.model"] == "scripted" and call["gen_ai.response.id"].startswith("chatcmpl-")
+    assert call["gen_ai.usage.input_tokens"] == steps[0].input_tokens and call["envrigger.usage.estimated"] is False
+    sent = decompress(call["gen_ai.input.messages"])
+    assert [m["role"] for m in sent] == ["system", "user"] and "Commands:" in sent[1]["content"]
+    assert decompress(call["gen_ai.output.messages"])[0]["content"] == walkthrough(TW, 0)[0]
+
+
+@needs_textworld
+def test_a_reply_that_names_no_command_goes_back_with_the_reason(tmp_path):
+    plan, answers, seen = walkthrough(TW, 0), iter(["hmm, let me think", "dance"]), []
+
+    def model(request: dict[str, Any]) -> Reply:
+        seen.append(last_user(request))
+        nxt = next(answers, None)
+        return Reply(content=nxt if nxt is not None else f"```\n{plan.pop(0)}\n```")  # a fenced command is read inside the fence
+
+    with ChatServer(model) as server:
+        store = rollout(TW, ChatAgentFactory(default_harness(TW.env_id), Endpoint(server.url, "scripted")), seeds=[0])
+    episode, steps = one_episode(store)
+    assert episode.success and episode.parse_failures == 2 and steps[0].retries == 2 and steps[0].model_calls == 3
+    assert "could not be used" in seen[1] and "is not one of the listed commands" in seen[2]
+    errors = [c.get("envrigger.reply.error") for c in json.loads(steps[0].calls)]
+    assert "is not one of the listed commands" in errors[0] and errors[2] is None
+
+
+@needs_textworld
+def test_a_model_that_never_answers_usably_wastes_the_turn_after_its_retries():
+    harness = default_harness(TW.env_id).model_copy(update={"retries": 1, "max_calls": 6})
+    with ChatServer(lambda request: Reply(content="no idea")) as server:
+        store = rollout(TW, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0])
+    episode, steps = one_episode(store)
+    # Two calls per step, three steps, then the call budget is used up: the episode ends with that error.
+    assert [s.model_calls for s in steps] == [2, 2, 2] and all(json.loads(s.info).get("wasted") for s in steps)
+    assert episode.error is not None and "6 model calls per episode is used up" in episode.error
+    assert episode.model_calls == 6 and episode.parse_failures == 6
+
+
+def test_the_context_keeps_the_system_message_and_the_task_then_the_latest_turns():
+    seen: list[list[dict[str, Any]]] = []
+
+    def model(request: dict[str, Any]) -> Reply:
+        seen.append(request["messages"])
+        return Reply(content='{"tool": "list"}')
+
+    harness = default_harness(CODE.env_id).model_copy(update={"context": ContextPolicy(keep_turns=2), "max_calls": 100})
+    with ChatServer(model) as server:
+        store = rollout(CODE, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0])
+    _, steps = one_episode(store)
+    assert len(steps) == 30  # the env's step limit: listing files never ends the episode
+    last = seen[-1]
+    assert last[0]["role"] == "system" and "Reply with exactly one JSON tool call" in last[1]["content"]
+    assert len(last) == 2 + 2 * 2  # system and task, then two turns (a reply and the observation that answered it)
+    assert not steps[1].context_truncated and steps[-1].context_truncated
+
+
+# -- code repair with OpenAI function tools ----------------------------------------------------------------------
+def test_code_repair_by_tool_calls_passes_and_an_unknown_tool_is_counted_invalid():
+    script = iter(
+        [
+            [("view", json.dumps({"path": "calc.py"}))],
+            [("rm_rf", "{}")],  # not a tool: sent back as the tool's answer, counted
+            [("replace", json.dumps({"path": "calc.py", "start": 2, "end": 2, "text": "    return a + b"}))],
+            [("run_tests", "{}")],
+            [("submit", "{}")],
+        ]
+    )
+
+    def model(request: dict[str, Any]) -> Reply:
+        assert {t["function"]["name"] for t in request["tools"]} == {"list", "view", "replace", "run_tests", "submit"}
+        return Reply(content=None, tool_calls=next(script))
+
+    harness = default_harness(CODE.env_id, output="tools")
+    with ChatServer(model) as server:
+        store = rollout(CODE, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0])
+        roles = [m["role"] for m in server.bodies()[-1]["messages"]]
+    episode, steps = one_episode(store)
+    assert episode.success and episode.length == 4 and episode.tool_errors == 1 and steps[1].invalid_tool_calls == 1
+    assert roles.count("tool") == 4  # every call was answered, the invalid one included
+
+
+# -- endpoint errors ----------------------------------------------------------------------------------------------
+def test_a_429_with_retry_after_and_a_500_are_retried_and_the_attempts_recorded():
+    replies = iter([Reply(status=429, retry_after=0.05), Reply(status=500)])
+
+    def model(request: dict[str, Any]) -> Reply:
+        return next(replies, None) or Reply(content='{"tool": "submit"}')
+
+    with ChatServer(model) as server:
+        store = rollout(CODE, ChatAgentFactory(default_harness(CODE.env_id), Endpoint(server.url, "scripted")), seeds=[0])
+    episode, steps = one_episode(store)
+    assert episode.error is None and json.loads(steps[0].calls)[0]["envrigger.endpoint.attempts"] == 3
+
+
+def test_an_endpoint_that_keeps_failing_or_never_answers_fails_the_episode_not_the_run():
+    calls = iter(range(10**6))
+
+    def model(request: dict[str, Any]) -> Reply:
+        return Reply(status=500) if next(calls) % 2 == 0 else Reply(hang=True)
+
+    endpoint = Endpoint("", "scripted", timeout_s=0.3, attempts=2)
+    with ChatServer(model) as server:
+        endpoint.base_url = server.url
+        store = rollout(CODE, ChatAgentFactory(default_harness(CODE.env_id), endpoint), seeds=[0, 1])
+    errors = [e.error for e in store.iter_episodes()]
+    assert len(errors) == 2 and all(e is not None and "failed 2 times" in e for e in errors)
+    assert all(KEY not in e for e in errors)
+
+
+def test_a_401_is_one_line_without_the_key():
+    with ChatServer(lambda request: Reply(content="x"), key="another-key") as server:
+        with pytest.raises(SpecError, match=r"refused the API key in \$OPENAI_API_KEY \(401\)") as refused:
+            check_endpoint(Endpoint(server.url, "scripted"))
+    assert KEY not in str(refused.value)
+
+
+def test_an_unknown_model_lists_the_models_offered():
+    with ChatServer(lambda request: Reply(content="x"), models=("qwen-7b", "llama-3")) as server:
+        with pytest.raises(SpecError, match=r"model 'gpt-9' is not offered at .*; it offers: llama-3, qwen-7b"):
+            check_endpoint(Endpoint(server.url, "gpt-9"))
+
+
+def test_an_env_without_text_observations_is_refused():
+    with pytest.raises(SpecError, match=r"CartPole-v1: its observations \(Box\) .* cannot be made text"):
+        ChatAgent(envharness.wrap("CartPole-v1"), AgentHarness(), Endpoint("http://127.0.0.1:9/v1", "m"))
+
+
+# -- the CLI --------------------------------------------------------------------------------------------------------
+def envrigger(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "envrigger"), *args], capture_output=True, text=True, timeout=300,
+        env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+@needs_textworld
+def test_collect_with_a_chat_agent_records_a_run_and_never_the_key(tmp_path):
+    spec = tmp_path / "tw.json"
+    spec.write_text(TW.to_json())
+    harness = default_harness(TW.env_id)
+    plans = {first_message(harness, seed): walkthrough(TW, seed) for seed in (0, 1)}
+
+    def model(request: dict[str, Any]) -> Reply:
+        # The episode's first message tells the episodes apart; its own replies so far say how far it is.
+        plan = plans[request["messages"][1]["content"]]
+        return Reply(content=plan[sum(1 for m in request["messages"] if m["role"] == "assistant")])
+
+    with ChatServer(model, key=KEY) as server:
+        done = envrigger("collect", str(spec), "--agent", "chat", "--base-url", server.url, "--model", "scripted", "-n", "2",
+                         "--backend", "serial", "-o", str(tmp_path / "run"))  # fmt: skip
+        sent = json.dumps(server.requests)
+    assert done.returncode == 0, done.stderr[-2000:]
+    store = TrajectoryStore(tmp_path / "run")
+    assert [e.success for e in store.iter_episodes()] == [True, True]
+    assert f"Bearer {KEY}" in sent  # the key went to the endpoint, and nowhere else:
+    for path in (tmp_path / "run").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("unreachable", "cannot reach an endpoint at http://127.0.0.1:9/v1"),
+        ("unknown model", "model 'nope' is not offered"),
+        ("wrong key", "(401)"),
+        ("no key variable", "the API key variable NO_SUCH_KEY_VAR is not set"),
+        ("bad harness", "retries"),
+        ("not text", "cannot be made text"),
+        ("no model", "needs --base-url URL and --model NAME"),
+    ],
+)
+def test_collect_with_a_chat_agent_refuses_bad_input_in_one_line_and_writes_nothing(tmp_path, case, expected):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"retries": 99}')
+    with ChatServer(lambda request: Reply(content='{"tool": "submit"}'), key=KEY) as server:
+        args = {
+            "unreachable": ["envharness/CodeRepair-v0", "--base-url", "http://127.0.0.1:9/v1", "--model", "scripted"],
+            "unknown model": ["envharness/CodeRepair-v0", "--base-url", server.url, "--model", "nope"],
+            "wrong key": ["envharness/CodeRepair-v0", "--base-url", server.url, "--model", "scripted"],
+            "no key variable": [
+                "envharness/CodeRepair-v0",
+                "--base-url",
+                server.url,
+                "--model",
+                "scripted",
+                "--api-key-env",
+                "NO_SUCH_KEY_VAR",
+            ],
+            "bad harness": ["envharness/CodeRepair-v0", "--base-url", server.url, "--model", "scripted", "--harness", str(bad)],
+            "not text": ["CartPole-v1", "--base-url", server.url, "--model", "scripted"],
+            "no model": ["envharness/CodeRepair-v0", "--base-url", server.url],
+        }[case]
+        done = envrigger("collect", *args, "--agent", "chat", "-o", str(tmp_path / "run"),
+                         env={"OPENAI_API_KEY": "wrong" if case == "wrong key" else KEY})  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], done.stderr
+    assert KEY not in done.stderr and not (tmp_path / "run").exists()
+
+
+def test_agent_init_prints_a_harness_that_validates():
+    for env_id in ("envharness/TextWorld-v0", "envharness/CodeRepair-v0", "MyText-v0"):
+        done = envrigger("agent", "init", "--env", env_id)
+        assert done.returncode == 0, done.stderr
+        AgentHarness.from_json(done.stdout)
+
+
+def test_process_workers_store_what_serial_stores(tmp_path):
+    def model(request: dict[str, Any]) -> Reply:
+        # A deterministic model: the answer depends only on what it is shown.
+        turns = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return Reply(content='{"tool": "submit"}' if turns >= 2 else '{"tool": "view", "path": "calc.py"}')
+
+    factory = None
+    with ChatServer(model) as server:
+        factory = ChatAgentFactory(default_harness(CODE.env_id), Endpoint(server.url, "scripted"))
+        serial = rollout(CODE, factory, seeds=range(4), out=tmp_path / "serial")
+        parallel = rollout(CODE, factory, seeds=range(4), backend="process", workers=2, out=tmp_path / "parallel")
+
+    def content(store: TrajectoryStore) -> list[Any]:
+        out = []
+        for episode, steps in store.iter_episode_steps():
+            out.append((episode.seed, episode.success, episode.model_calls, episode.tokens,
+                        [(s.action, s.reward, s.input_tokens, s.output_tokens) for s in steps]))  # fmt: skip
+        return sorted(out)
+
+    assert content(serial) == content(parallel) and len(content(serial)) == 4
