@@ -22,6 +22,7 @@ STORE_OBS = ("small", "fit", "none")
 COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
 # What an LLM agent's model calls cost, per step and summed per episode (None for agents that make none).
 LLM_INT_FIELDS = ("input_tokens", "output_tokens", "parse_failures")
+LLM_EPISODE_INT_FIELDS = ("truncated_steps",)  # steps whose model calls left older turns out
 LLM_FLOAT_FIELDS = ("cost_usd", "latency_s")
 
 
@@ -45,6 +46,7 @@ EPISODE_SCHEMA = pa.schema(
         *((name, pa.int64()) for name in COST_FIELDS),
         *((name, pa.int64()) for name in LLM_INT_FIELDS),
         *((name, pa.float64()) for name in LLM_FLOAT_FIELDS),
+        *((name, pa.int64()) for name in LLM_EPISODE_INT_FIELDS),
     ]
 )
 
@@ -266,6 +268,7 @@ class EpisodeRecord:
     parse_failures: int | None = None
     cost_usd: float | None = None
     latency_s: float | None = None
+    truncated_steps: int | None = None
 
     @property
     def failed(self) -> bool:

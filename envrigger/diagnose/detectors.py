@@ -86,6 +86,11 @@ class EpisodeFrame:
     retries: np.ndarray
     level_id: np.ndarray
     features: dict[str, np.ndarray] = field(default_factory=dict)
+    # An LLM agent's model calls per episode (-1 where the run has none).
+    model_calls: np.ndarray | None = None
+    parse_failures: np.ndarray | None = None
+    truncated_steps: np.ndarray | None = None
+    output_tokens: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -123,6 +128,10 @@ class EpisodeFrame:
             retries=nullable_int("retries"),
             level_id=col("level_id"),
             features=features,
+            **{
+                name: nullable_int(name) if name in table.column_names else np.full(table.num_rows, -1, dtype=np.int64)
+                for name in ("model_calls", "parse_failures", "truncated_steps", "output_tokens")
+            },
         )
 
 
@@ -328,7 +337,62 @@ def _share_lost(lost: np.ndarray, returns: np.ndarray) -> float:
     return float(lost.sum()) / total if total > 0 else 0.0
 
 
-EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps)
+def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """An LLM agent's calls: replies that were no action, failure after the context was cut, and verbose outliers.
+
+    Behaviours, judged by contrast like the others: a finding only where they come with failure.
+    """
+    calls = frame.model_calls
+    if (
+        calls is None
+        or frame.parse_failures is None
+        or frame.truncated_steps is None
+        or frame.output_tokens is None
+        or not (calls > 0).any()
+    ):
+        return []
+    out = [
+        Candidate(
+            "malformed_output",
+            "malformed output: replies that name no action (the harness sent them back)",
+            frame.parse_failures > 0,
+            stats={"mean_when_flagged": _mean(frame.parse_failures, frame.parse_failures > 0)},
+            ranges=_whole(frame, frame.parse_failures > 0, config.evidence),
+            kind="behaviour",
+        ),
+        Candidate(
+            "context_truncated",
+            "fails after the context was truncated: older turns were left out of its calls",
+            frame.truncated_steps > 0,
+            stats={"mean_when_flagged": _mean(frame.truncated_steps, frame.truncated_steps > 0)},
+            ranges=_whole(frame, frame.truncated_steps > 0, config.evidence),
+            kind="behaviour",
+        ),
+    ]
+    per_call = np.where(calls > 0, frame.output_tokens / np.maximum(calls, 1), np.nan)
+    known = ~np.isnan(per_call)
+    if known.sum() >= config.min_episodes:
+        # Against the run's short end (its lower quartile), so that even a run padded half the time shows it.
+        usual = float(np.percentile(per_call[known], 25))
+        verbose = known & (per_call > max(4 * usual, usual + 100))
+        out.append(
+            Candidate(
+                "verbose_output",
+                f"verbose output: more than 4x (and 100 more than) the run's usual {usual:.0f} output tokens per call",
+                verbose,
+                stats={"usual_output_tokens_per_call": usual},
+                ranges=_whole(frame, verbose, config.evidence),
+                kind="behaviour",
+            )
+        )
+    return out
+
+
+def _mean(values: np.ndarray, mask: np.ndarray) -> float:
+    return float(values[mask].mean()) if mask.any() else 0.0
+
+
+EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps, model_calls)
 
 
 # -- step-level detectors ----------------------------------------------------------------

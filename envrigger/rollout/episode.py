@@ -191,6 +191,7 @@ def sum_calls(episode: EpisodeRecord, steps: list[StepRecord], unfinished: list[
     episode.retries = sum(s.retries or 0 for s in counted)
     episode.cost_usd = float(sum(s.cost_usd or 0.0 for s in counted))
     episode.latency_s = float(sum(s.latency_s or 0.0 for s in counted))
+    episode.truncated_steps = sum(1 for s in counted if s.context_truncated)
 
 
 def episode_record(
