@@ -13,6 +13,7 @@ Example:
 """
 
 from envharness.errors import (
+    ActionError,
     EnvHarnessError,
     EnvNotFoundError,
     EpisodeEndedError,
@@ -33,6 +34,7 @@ __all__ = [
     "EnvHarnessError",
     "EnvNotFoundError",
     "EpisodeEndedError",
+    "ActionError",
     "Harness",
     "HarnessSpec",
     "IncompatibleTransformError",

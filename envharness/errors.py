@@ -66,3 +66,7 @@ class VerifierTamperError(TransformError):
 
 class EpisodeEndedError(EnvHarnessError, ResetNeeded):
     """``step()`` was called after the episode ended (or before a successful ``reset()``)."""
+
+
+class ActionError(EnvHarnessError, ValueError):
+    """``step()`` was given an action outside the env's action space; the episode goes on."""

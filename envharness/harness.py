@@ -23,6 +23,7 @@ from envharness.adapters import adapter_for
 from envharness.adapters.base import digest
 from envharness.adapters.nested import NestedAdapter
 from envharness.errors import (
+    ActionError,
     EpisodeEndedError,
     IncompatibleTransformError,
     SpecError,
@@ -98,7 +99,12 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(self, env: gym.Env, transforms: Any = (), *, audit: bool | None = None) -> None:
         built = [transform_from_spec(t) for t in transforms]
-        recorded: dict[str, Any] = {"transforms": [t.to_spec() for t in built]}
+        try:
+            recorded: dict[str, Any] = {"transforms": [t.to_spec() for t in built]}
+        except (ValueError, RecursionError) as error:  # pydantic's "Maximum serialization depth exceeded"
+            raise SpecError(
+                f"transforms: the stack nests too deeply to be recorded ({str(error).splitlines()[0][:80]}); chain fewer envs inside each other"
+            ) from None
         if audit is not None:
             recorded["audit"] = audit
         reshaping = _reshaping_wrapper(env)
@@ -163,6 +169,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._plain_action = _action_coercer(env.action_space)
+        self._check_action = _action_check(env.action_space)  # an action outside the space: a one-line error
         # gym.make's own wrappers (time limit, order and API checks) as a route the plain path can take in one call.
         self._route = _checked_route(env)
         self._direct: tuple[Any, Any] | None = None
@@ -286,6 +293,9 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        check = self._check_action
+        if check is not None and self._mode is not _OVER:
+            check(action)
         if self._mode is _PLAIN:
             # Over until this step completes: an exception, or a second thread stepping at the same
             # time, finds the episode ended instead of continuing from a half-done step.
@@ -470,6 +480,27 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 def _plain_text(action: Any) -> Any:
     return str.__str__(action) if isinstance(action, str) else action
+
+
+def _action_check(space: gym.Space) -> Any:
+    """A check that an action lies in a ``Discrete`` space (raising :class:`~envharness.errors.ActionError`), or None."""
+    if type(space) is not gym.spaces.Discrete:
+        return None
+    start, stop = int(space.start), int(space.start) + int(space.n)
+
+    def check(action: Any) -> None:
+        if type(action) is int and start <= action < stop:
+            return
+        index: int | None
+        try:
+            index = operator.index(action)
+        except TypeError:  # a one-element integer array (what some policies return) is still one action
+            index = int(action.reshape(())) if isinstance(action, np.ndarray) and action.size == 1 and action.dtype.kind in "iu" else None
+        if index is None or type(action) is bool or not start <= index < stop:
+            shown = repr(action)[:60]
+            raise ActionError(f"step(): action {shown} is not in the action space {space}; give an integer from {start} to {stop - 1}")
+
+    return check
 
 
 def _action_coercer(space: gym.Space) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from envharness.adapters.base import Adapter, digest
+from envharness.errors import SpecError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 _BALANCED = Verdict(True, 1.0, "balanced to the time limit")
@@ -207,6 +208,9 @@ class MountainCarAdapter(ClassicControlAdapter):
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
+        made = self.raw.goal_velocity
+        if isinstance(made, bool) or not isinstance(made, (int, float)) or not math.isfinite(made):
+            raise SpecError(f"env_kwargs.goal_velocity: got {made!r}; give a finite number (MountainCar's registered goal is 0)")
         pristine = self.pristine()
         self._goal = (float(pristine.goal_position), float(pristine.goal_velocity))
 

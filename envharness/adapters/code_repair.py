@@ -37,6 +37,7 @@ class CodeRepairAdapter(Adapter):
 
         self._pristine = tuple((task.name, task.path, task.hidden_tests, task.source) for task in TASKS)
         self._task = ""
+        self._start_module: str | None = None  # the module as setup left it, where setup edited it
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -50,6 +51,7 @@ class CodeRepairAdapter(Adapter):
         raw = self.raw
         self._task = raw.task.name
         path, hidden = self._reference()
+        self._start_module = raw.files.get(path, "") if self._edited() else None
         self._features = {
             "module_lines": float(len(raw.files[path].splitlines())),
             "hidden_tests": float(len(suite_tests(hidden))),
@@ -97,6 +99,11 @@ class CodeRepairAdapter(Adapter):
 
             path, hidden = self._reference()
             success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox, raw.allow_weak_isolation)
+            start = self._start_module
+            if success and start is not None and verify({path: start}, hidden, raw.sandbox, raw.allow_weak_isolation, fresh=True)[0]:
+                # The module setup wrote passes now, though it failed at reset (it reads the clock, or chance):
+                # the level was solved without the agent, and this success is not the agent's.
+                return Verdict(False, 0.0, "the level's own start passes the hidden tests now: the submission decided nothing")
             return Verdict(success, passed / total if total else 0.0, "hidden tests pass" if success else "hidden tests fail")
         if terminated or truncated:
             return Verdict(False, 0.0, TIMEOUT if truncated else "terminated without submitting")
@@ -108,3 +115,4 @@ class CodeRepairAdapter(Adapter):
         path = path or raw.task.path
         if path in raw.files:
             raw.last_output = raw._numbered(path)
+            self.note_setup("open_file", path)  # the first observation differs: another start

@@ -59,59 +59,63 @@ VISIBLE_FILE = "test_visible.py"
 PROBE_FILE = "_probes.json"
 PROBE_SECONDS = 12.0  # the wall-clock budget of all tests together (the sandbox's own limit is 15 s)
 PROBE_CHILD = r"""
-import json, os, sys
-_type, _str, _sub = type, str, issubclass
-_channel = os.fdopen(os.dup(1), "w")
-_quiet = os.open(os.devnull, os.O_RDWR)
-os.dup2(_quiet, 1)
-os.dup2(_quiet, 2)
-_request = json.loads(sys.stdin.read())
-os.dup2(_quiet, 0)
-_exact = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
+def _judge():
+    import json, os, sys
+    kind_of, text, sub = type, str, issubclass
+    channel = os.fdopen(os.dup(1), "w")
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    request = json.loads(sys.stdin.read())
+    os.dup2(quiet, 0)
+    exact = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
+    room = [20000]
+
+    def encode(value, depth=0):
+        room[0] -= 1
+        kind = kind_of(value)
+        if depth > 40 or room[0] < 0:
+            return ["toolarge"]
+        if value is None:
+            return ["none"]
+        # Subclasses are read through their base type's own methods: the data they hold is
+        # reported, and whatever they override (__eq__, __bool__, __iter__...) is not consulted.
+        if kind is bool:
+            return ["bool", value is True]
+        if sub(kind, int):
+            return ["int", int.__repr__(value)] if int.bit_length(value) < 4000 else ["toolarge"]
+        if sub(kind, float):
+            return ["float", float.__repr__(value)]
+        if sub(kind, str):
+            return ["str", str.__getitem__(value, slice(None))] if str.__len__(value) <= 100000 else ["toolarge"]
+        for base, name in exact:
+            if sub(kind, base):
+                return [name, [encode(item, depth + 1) for item in base.__iter__(value)]]
+        if sub(kind, dict):
+            return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]]
+        return ["object", text(getattr(kind, "__qualname__", "?"))[:200]]
+
+    module, steps = request.pop("module"), request.pop("steps")
+    values, error = [], None
+    scope = {"__name__": "test_module"}
+    try:
+        exec(module, scope)
+        for kind, source in steps:
+            if kind == "exec":
+                exec(source, scope)
+            else:
+                try:
+                    values.append(encode(eval(source, scope)))
+                except Exception as raised:
+                    values.append(["raised", text(kind_of(raised).__name__)[:200]])
+    except BaseException as raised:
+        error = (text(kind_of(raised).__name__) + ": " + text(raised))[:300]
+    channel.write(json.dumps({"values": values, "error": error}) + "\n")
+    channel.flush()
+    os._exit(0)
 
 
-def encode(value, depth=0, room=[20000]):
-    room[0] -= 1
-    kind = _type(value)
-    if depth > 40 or room[0] < 0:
-        return ["toolarge"]
-    if value is None:
-        return ["none"]
-    # Subclasses are read through their base type's own methods: the data they hold is
-    # reported, and whatever they override (__eq__, __bool__, __iter__...) is not consulted.
-    if kind is bool:
-        return ["bool", value is True]
-    if _sub(kind, int):
-        return ["int", int.__repr__(value)] if int.bit_length(value) < 4000 else ["toolarge"]
-    if _sub(kind, float):
-        return ["float", float.__repr__(value)]
-    if _sub(kind, str):
-        return ["str", str.__getitem__(value, slice(None))] if str.__len__(value) <= 100000 else ["toolarge"]
-    for base, name in _exact:
-        if _sub(kind, base):
-            return [name, [encode(item, depth + 1) for item in base.__iter__(value)]]
-    if _sub(kind, dict):
-        return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]]
-    return ["object", _str(getattr(kind, "__qualname__", "?"))[:200]]
-
-
-values, error = [], None
-scope = {"__name__": "test_module"}
-try:
-    exec(_request["module"], scope)
-    for kind, source in _request["steps"]:
-        if kind == "exec":
-            exec(source, scope)
-        else:
-            try:
-                values.append(encode(eval(source, scope)))
-            except Exception as raised:
-                values.append(["raised", _str(_type(raised).__name__)[:200]])
-except BaseException as raised:
-    error = (_str(_type(raised).__name__) + ": " + _str(raised))[:300]
-_channel.write(json.dumps({"values": values, "error": error}) + "\n")
-_channel.flush()
-os._exit(0)
+_judge()
 """
 PROBE_RUNNER = r"""
 import ctypes, json, os, signal, subprocess, sys, time
@@ -513,14 +517,15 @@ def _verify_cached(files_json: str, hidden: str, backend: str, allow_weak_isolat
 
 
 def verify(
-    files: dict[str, str], hidden_tests: str, backend: str = "subprocess", allow_weak_isolation: bool = False
+    files: dict[str, str], hidden_tests: str, backend: str = "subprocess", allow_weak_isolation: bool = False, fresh: bool = False
 ) -> tuple[bool, int, int]:
-    """(all hidden tests pass, passed, total) for ``files``; cached on content.
+    """(all hidden tests pass, passed, total) for ``files``; cached on content unless ``fresh``.
 
     The hidden tests never enter the sandbox: only the inputs of their probes do, and the
     expected values are compared here, on the host.
     """
-    return _verify_cached(json.dumps(files, sort_keys=True), hidden_tests, backend, allow_weak_isolation)
+    judge = _verify_cached.__wrapped__ if fresh else _verify_cached
+    return judge(json.dumps(files, sort_keys=True), hidden_tests, backend, allow_weak_isolation)
 
 
 class CodeRepairEnv(gym.Env):
@@ -556,6 +561,8 @@ class CodeRepairEnv(gym.Env):
         names = [t.name for t in TASKS]
         if task is not None and task not in names:
             raise ValueError(f"task {task!r} is unknown; use one of {', '.join(names)}")
+        if type(output_limit) is not int or not 100 <= output_limit <= OBS_LIMIT:
+            raise ValueError(f"output_limit: got {output_limit!r}; give a whole number of characters from 100 to {OBS_LIMIT}")
         self.fixed_task = task
         self.sandbox = sandbox
         self.allow_weak_isolation = allow_weak_isolation

@@ -69,6 +69,12 @@ class GeneratedFrozenLake(FrozenLakeEnv):
             raise ValueError(f"frozen: got {tuple(frozen)}; give (low, high) shares of frozen tiles with 0 < low <= high <= 1")
         self.sizes, self.frozen = sizes, (float(frozen[0]), float(frozen[1]))
         self._largest = max(sizes)
+        if _path_odds(self._largest, self.frozen[0]) < 0.01:
+            # generate_random_map draws maps until one has a path: where almost none has, it never returns.
+            raise ValueError(
+                f"frozen: {self.frozen[0]:g} frozen tiles on a {self._largest}x{self._largest} map almost never leave a path "
+                "from start to goal; raise the low share (0.6 or more is safe at every size)"
+            )
         super().__init__(render_mode=render_mode, desc=generate_random_map(self._largest, self.frozen[1], seed=0), is_slippery=is_slippery)
         self._slippery = is_slippery
         side = 2 * self._largest - 1
@@ -178,3 +184,23 @@ def register() -> None:
             max_episode_steps=200,
             reward_threshold=195.0,
         )
+
+
+def _path_odds(size: int, share: float, draws: int = 200) -> float:
+    """The share of random ``size`` maps with ``share`` frozen tiles that have a path from start to goal (a fixed sample)."""
+    from collections import deque
+
+    rng = np.random.default_rng(0)
+    found = 0
+    for _ in range(draws):
+        frozen = rng.random((size, size)) < share
+        frozen[0, 0] = frozen[-1, -1] = True
+        seen, queue = {(0, 0)}, deque([(0, 0)])
+        while queue:
+            x, y = queue.popleft()
+            for nx, ny in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+                if 0 <= nx < size and 0 <= ny < size and frozen[nx, ny] and (nx, ny) not in seen:
+                    seen.add((nx, ny))
+                    queue.append((nx, ny))
+        found += (size - 1, size - 1) in seen
+    return found / draws

@@ -347,7 +347,11 @@ class ReplayPrefix(StateTransform):
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         for i, action in enumerate(self.actions):
-            if not action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action):
+            try:
+                inside = action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action)
+            except (TypeError, ValueError, OverflowError):
+                inside = False
+            if not inside:
                 raise IncompatibleTransformError(
                     f"ReplayPrefix.actions[{i}]: {action!r} is not in the action space {action_space}; fix that action"
                 )

@@ -149,26 +149,32 @@ def test_an_expected_value_inside_a_tolerance_stays_on_the_host():
 def test_a_module_reading_the_probe_file_for_expected_values_gains_nothing():
     # The module returns a number its test's steps hold other than its own input: the expected
     # value, if it were ever sent in. The probe file is gone before the module runs, so it reads
-    # the steps where they are, in the memory of the process running its test. Only the inputs
+    # the steps where they are, in its caller's frames in the process running its test. Only the inputs
     # are there, so it returns its input and fails.
     reader = textwrap.dedent(
         """
         import re, sys
-        _steps = repr(getattr(sys.modules["__main__"], "_request", ""))
-        _numbers = [float(x) for x in re.findall(r"-?\\d+\\.\\d+", _steps)]
+        _frame, _found = sys._getframe(), None
+        while _frame is not None and _found is None:
+            _found = _frame.f_locals.get("steps")  # the runner's frame holds the test's steps
+            _frame = _frame.f_back
+        _saw = bool(_found)
+        _numbers = [float(x) for x in re.findall(r"-?\\d+\\.\\d+", repr(_found))]
 
         def g(x):
             others = [n for n in _numbers if n != x]
             return others[0] if others else x
 
         def f(x):
-            return x + 1
+            return x + 1 if _saw else x  # right only where it found the steps: the control below
 
         def words(text):
             return text.split()
         """
     )
     tolerance = "from calc import g\n\ndef test_tolerance():\n    assert abs(g(1.33) - 0.33) < 1e-6\n"
+    control = "from calc import f\n\ndef test_f():\n    assert f(1) == 2\n"
+    assert run_tests({"calc.py": reader}, control, "test_hidden_suite.py", "subprocess", detail=False) == {"test_f": "pass"}
     assert run_tests({"calc.py": reader}, tolerance, "test_hidden_suite.py", "subprocess", detail=False) == {"test_tolerance": "fail"}
     assert run_tests({"calc.py": RIGHT}, tolerance, "test_hidden_suite.py", "subprocess", detail=False) == {"test_tolerance": "pass"}
 
