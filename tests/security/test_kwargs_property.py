@@ -1,6 +1,8 @@
 """Property: no ``env_kwargs`` and no edited ``EnvSpec`` makes a success the registered env would not give (issue 27).
 
-For every family, hypothesis draws constructor arguments (the ones that change the level,
+For every family (toy text, classic control, MiniGrid, BabyAI, and envharness's own
+generated, physics and code-repair envs; TextWorld's kwargs choose games and are covered
+by its own tests), hypothesis draws constructor arguments (the ones that change the level,
 the ones that define success, and time limits tighter and looser than the registration's)
 and specs edited under registered and unregistered ids, builds them the way an untrusted
 spec would be built (``HarnessSpec.from_json(...).build()``) or wraps ``gym.make(EnvSpec)``,
@@ -79,7 +81,30 @@ FAMILIES: dict[str, tuple[Any, Any, str, Any, int]] = {
     "MiniGrid-LavaGapS5-v0": (st.just({}), st.just({}), "max_steps", _terminal_success, 100),
     "MiniGrid-Empty-Random-6x6-v0": (st.just({}), st.just({}), "max_steps", _terminal_success, 144),
     "BabyAI-GoToLocal-v0": (st.just({}), st.just({}), "max_steps", _terminal_success, 64),
+    "envharness/GeneratedFrozenLake-v0": (
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "sizes": st.lists(st.integers(3, 8), min_size=1, max_size=3, unique=True),
+                "frozen": st.tuples(st.floats(0.7, 0.8), st.floats(0.8, 1.0)).map(list),
+                "is_slippery": st.booleans(),
+            },
+        ),
+        st.just({}),
+        "max_episode_steps",
+        _terminal_success,
+        100,
+    ),
+    "envharness/PhysicsCartPole-v0": (st.just({}), st.just({}), "max_episode_steps", _cartpole, 200),
+    "envharness/CodeRepair-v0": (
+        st.fixed_dictionaries({"task": st.sampled_from(["add", "clamp", "fizzbuzz"])}),
+        st.just({}),
+        "max_episode_steps",
+        lambda env, reward, terminated: bool(terminated) and reward == 1.0,
+        30,
+    ),
 }
+SURVIVAL = ("CartPole-v1", "envharness/PhysicsCartPole-v0")  # success is lasting to the registered limit
 
 
 def _oracle(env_id: str, level: Kwargs, seed: int, actions: list[Any], success_at: int) -> bool:
@@ -94,7 +119,7 @@ def _oracle(env_id: str, level: Kwargs, seed: int, actions: list[Any], success_a
         if terminated:
             return False
         if truncated or t >= limit:
-            return env_id.startswith("CartPole") and t >= limit  # survival: balanced to the registered limit
+            return env_id in SURVIVAL and t >= limit  # survival: balanced to the registered limit
     return False
 
 
@@ -179,6 +204,8 @@ def test_the_oracle_sees_real_successes():
         level = {"is_slippery": False} if "is_slippery" in gym.spec(env_id).kwargs or env_id.startswith("FrozenLake") else {}
         wins = 0
         for seed in range(20):
+            if wins:
+                break
             for slip in (0.0, 1.0):  # the reference policy, or random play where it does not win (BabyAI)
                 try:
                     actions, at = _play(envharness.wrap(env_id, **level), seed, slip)
