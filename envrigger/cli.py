@@ -143,6 +143,12 @@ def collect(
         "OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="With --agent chat: the variable holding the API key (never stored)."
     ),
     request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1, help="With --agent chat: seconds a model call may take."),
+    concurrency: int = typer.Option(
+        1,
+        "--concurrency",
+        min=1,
+        help="Episodes in flight at once in threads of one process (for agents that wait on an endpoint; serial backend).",
+    ),
 ) -> None:
     """Roll a policy (or an LLM agent) out on a spec and store the trajectories as Parquet.
 
@@ -168,6 +174,8 @@ def collect(
         chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or ())
         if backend == "ray":
             raise UserError("--agent chat runs on the serial or process backend; drop --backend ray")
+        if concurrency > 1 and backend == "process":
+            backend = "serial"  # episodes in flight in threads: the endpoint, not the CPU, is what they wait on
     started = time.perf_counter()
     store = rollout(
         spec,
@@ -184,6 +192,7 @@ def collect(
         ray_address=ray_address,
         batch=batch,
         store_obs=store_obs,
+        concurrency=concurrency,
     )
     summarize_run(store, f"{output} ({time.perf_counter() - started:.1f}s)")
     errors = [e for e in store.episodes_table(["error"]).column("error").to_pylist()]

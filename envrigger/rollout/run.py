@@ -27,7 +27,7 @@ from envrigger.data import (
     TrajectoryStore,
 )
 from envrigger.rollout.batched import _batched
-from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, _serial_episode
+from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, _serial_episode, run_episode
 from envrigger.rollout.factories import _check_policy, policy_factory
 from envrigger.rollout.process import _process_backend, close_pool
 from envrigger.rollout.ray_backend import _RAY_POOL, _ray_backend
@@ -63,6 +63,7 @@ def rollout(
     ray_address: str | None = None,
     store_obs: str = "small",
     batch: int = 1,
+    concurrency: int = 1,
 ) -> TrajectoryStore:
     """Roll ``policy`` out on ``spec`` once per seed and store the trajectories in ``out``.
 
@@ -92,6 +93,10 @@ def rollout(
             lockstep, so that a policy with ``act_batch`` (PPO's network, a deterministic SB3
             model) chooses all their actions in one forward pass; the stored episodes are the
             serial ones.
+        concurrency: on the serial backend, keep this many episodes in flight at once, each
+            on its own env and policy in a thread of this process: for policies that wait on
+            the network (an LLM agent's model calls). Episodes are stored in episode order,
+            the same for every value; the wall-time limit is the policy's own (per request).
 
     Ctrl-C commits every episode that finished, then raises ``KeyboardInterrupt``; ids of
     episodes that never ran are left out. One collection at a time may write to ``out``.
@@ -106,6 +111,10 @@ def rollout(
     if batch < 1 or (batch > 1 and backend != "serial"):
         raise TrajectoryError(
             f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only"
+        )
+    if concurrency < 1 or (concurrency > 1 and (backend != "serial" or batch > 1)):
+        raise TrajectoryError(
+            f"concurrency: got {concurrency} with backend {backend!r}; it is a whole number >= 1, above 1 on the serial backend without batch"
         )
     if store_obs not in STORE_OBS:
         raise TrajectoryError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
@@ -161,6 +170,8 @@ def rollout(
             finally:
                 for env in extra:
                     env.close()
+        elif backend == "serial" and concurrency > 1:
+            _threaded(spec, allowed, probe, instance, factory, tasks, writer, concurrency, store_obs)
         elif backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
@@ -184,6 +195,45 @@ def rollout(
             if fresh and failed and not interrupted and len(store) == 0:
                 shutil.rmtree(path, ignore_errors=True)  # a first collect that failed leaves no empty run behind
     return store
+
+
+def _threaded(
+    spec: HarnessSpec, allowed: tuple[str, ...], probe: Any, instance: Any, factory: Any, tasks: list[tuple[int, int | None]],
+    writer: Any, concurrency: int, store_obs: str,
+) -> None:  # fmt: skip
+    """Episodes in ``concurrency`` threads, each with its own env and policy; the writer is fed from this thread, in order."""
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
+    players: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+    players.put((probe, instance))
+    made: list[Any] = []
+    lock = threading.Lock()
+
+    def play(episode_id: int, seed: int | None) -> tuple[EpisodeRecord, list[Any]]:
+        try:
+            env, policy = players.get_nowait()
+        except queue.Empty:
+            env = spec.build(allow_imports=allowed)
+            with lock:
+                made.append(env)
+            policy = factory(env)
+        try:
+            return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+        finally:
+            players.put((env, policy))
+
+    pool = ThreadPoolExecutor(max_workers=min(concurrency, len(tasks)), thread_name_prefix="envrigger-episode")
+    try:
+        futures = [pool.submit(play, episode_id, seed) for episode_id, seed in tasks]
+        for future in as_completed(futures):
+            writer(*future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        for env in made:
+            env.close()
 
 
 def _progress(total: int) -> tuple[Any, Callable[..., Any]]:

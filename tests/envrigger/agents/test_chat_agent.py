@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chat_server import ChatServer, Reply, last_user, listed_commands
 
 import envharness
 from envharness import HarnessSpec, SpecError
@@ -30,6 +29,7 @@ from envrigger.agents import (
     default_harness,
     render,
 )
+from envrigger.agents.scripted import ChatServer, Reply, last_user, listed_commands
 from envrigger.data import TrajectoryStore
 from envrigger.rollout import rollout
 
@@ -342,3 +342,24 @@ def test_process_workers_store_what_serial_stores(tmp_path):
         return sorted(out)
 
     assert content(serial) == content(parallel) and len(content(serial)) == 4
+
+
+def test_episodes_in_flight_in_threads_store_what_one_at_a_time_stores(tmp_path):
+    def model(request: dict[str, Any]) -> Reply:
+        turns = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        return Reply(content='{"tool": "submit"}' if turns >= 2 else '{"tool": "list"}')
+
+    with ChatServer(model, delay_s=0.05) as server:
+        factory = ChatAgentFactory(default_harness(CODE.env_id), Endpoint(server.url, "scripted"))
+        one = rollout(CODE, factory, seeds=range(6), out=tmp_path / "one")
+        many = rollout(CODE, factory, seeds=range(6), concurrency=4, out=tmp_path / "many")
+
+    def content(store: TrajectoryStore) -> list[Any]:
+        return [
+            (e.episode_id, e.seed, e.success, e.model_calls, e.tokens, [(s.action, s.reward, s.input_tokens) for s in steps])
+            for e, steps in store.iter_episode_steps()
+        ]
+
+    assert content(one) == content(many) and len(content(one)) == 6
+    with pytest.raises(Exception, match="concurrency: got 2 with backend 'process'"):
+        rollout(CODE, factory, seeds=[0], backend="process", concurrency=2)

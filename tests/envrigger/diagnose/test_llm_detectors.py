@@ -12,10 +12,10 @@ import importlib.util
 from typing import Any
 
 import pytest
-from chat_server import ChatServer, Reply, listed_commands
 
 from envharness import HarnessSpec
 from envrigger.agents import ChatAgentFactory, Endpoint, default_harness, render
+from envrigger.agents.scripted import ChatServer, Reply, listed_commands
 from envrigger.diagnose import diagnose
 from envrigger.rollout import rollout
 

@@ -1,6 +1,6 @@
-"""A real HTTP server on 127.0.0.1 that speaks OpenAI's Chat Completions protocol, answered by a scripted model.
+"""A scripted endpoint: a real HTTP server on 127.0.0.1 speaking OpenAI's Chat Completions protocol.
 
-``ChatServer(model)`` serves ``GET /v1/models`` and ``POST /v1/chat/completions``
+For testing a harness, a detector or a pipeline offline, with no model: ``ChatServer(model)`` serves ``GET /v1/models`` and ``POST /v1/chat/completions``
 (non-streaming and streaming, tools, ``usage``) with the protocol's error bodies; a model
 is any ``(request) -> Reply`` callable. Replies can plant errors (``Reply(status=429,
 retry_after=0.1)``), or hang (``Reply(hang=True)``). Every request is kept
@@ -34,10 +34,20 @@ ERRORS = {400: "invalid_request_error", 401: "invalid_api_key", 404: "model_not_
 
 
 class ChatServer:
-    """A Chat Completions endpoint on a free port of 127.0.0.1, in a thread (use as a context manager)."""
+    """A Chat Completions endpoint on a free port of 127.0.0.1, in a thread (use as a context manager).
 
-    def __init__(self, model: Model, models: tuple[str, ...] = ("scripted",), key: str | None = None) -> None:
-        self.model, self.models, self.key = model, models, key
+    ``delay_s`` makes every completion wait that long first, like a model behind a network.
+
+    Example:
+        >>> import openai
+        >>> with ChatServer(lambda request: Reply(content="go east")) as server:
+        ...     client = openai.OpenAI(base_url=server.url, api_key="any")
+        ...     client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "hi"}]).choices[0].message.content
+        'go east'
+    """
+
+    def __init__(self, model: Model, models: tuple[str, ...] = ("scripted",), key: str | None = None, delay_s: float = 0.0) -> None:
+        self.model, self.models, self.key, self.delay_s = model, models, key, delay_s
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -92,6 +102,8 @@ class ChatServer:
                 if body.get("model") not in server.models:
                     self._error(404, f"The model `{body.get('model')}` does not exist.")
                     return
+                if server.delay_s:
+                    time.sleep(server.delay_s)
                 reply = server.model(body)
                 if reply.hang:
                     server._stop.wait(60)
