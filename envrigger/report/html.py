@@ -37,6 +37,10 @@ def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
     from envrigger.report.frames import finding_frames
 
     strips = finding_frames(diagnosis, store)
+    from envrigger.report.transcripts import finding_transcripts
+
+    chats = finding_transcripts(diagnosis, store)
     return env.from_string(TEMPLATE).render(
-        d=diagnosis, figures=plots(store), finding_figures=finding_plots(diagnosis), words=words, pct=pct, brief=brief, strips=strips
-    )
+        d=diagnosis, figures=plots(store), finding_figures=finding_plots(diagnosis), words=words, pct=pct, brief=brief, strips=strips,
+        chats=chats,
+    )  # fmt: skip

@@ -94,3 +94,17 @@ def test_padded_answers_are_a_note_when_they_do_not_cost_success(tmp_path):
 def test_a_flawless_model_has_no_findings(tmp_path):
     report = diagnose(run("none", tmp_path))
     assert report.findings == []
+
+
+def test_the_html_report_shows_the_evidence_as_a_transcript(tmp_path):
+    from envrigger.report import render_html
+
+    store = run("malformed", tmp_path)
+    page = render_html(diagnose(store), store)
+    chat = page[page.index('id="malformed_output"') :]
+    assert 'class="chat"' in chat and "in the model's own words" in chat
+    assert chat.index("system · step 0") < chat.index("messages left out")  # the system message and the task stay on top
+    assert "Let me think about where the coin could be." in chat  # the model's own reply
+    assert "not used: " in chat and "is not one of the listed commands" in chat  # and why the harness sent it back
+    assert "That reply could not be used" in chat  # what the model was answered
+    (tmp_path / "report.html").write_text(page)
