@@ -22,7 +22,8 @@ from envrigger.rollout import rollout
 pytest.importorskip("openai", reason='the chat agent needs the llm extra: pip install "envharness[llm]"')
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
 
-TW = HarnessSpec(env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3, 4], "games_per_level": 4}, transforms=[])
+# A 15-step horizon (the registration gives 50): the games need at most 5 commands, flawed episodes end sooner.
+TW = HarnessSpec(env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3, 4], "games_per_level": 4, "max_episode_steps": 15})
 SEEDS = range(16)
 FLAWED = {s for s in SEEDS if s % 2}
 
@@ -74,8 +75,16 @@ def names(items: list[Any]) -> set[str]:
     return {f.name for f in items}
 
 
-def test_malformed_replies_are_found_where_they_come_with_failure(tmp_path):
-    report = diagnose(run("malformed", tmp_path))
+@pytest.fixture(scope="module")
+def malformed(tmp_path_factory):
+    import os
+
+    os.environ.setdefault("OPENAI_API_KEY", "local")
+    return run("malformed", tmp_path_factory.mktemp("malformed"))
+
+
+def test_malformed_replies_are_found_where_they_come_with_failure(malformed):
+    report = diagnose(malformed)
     finding = report.finding("malformed_output")
     assert finding is not None, [f.name for f in report.findings]
     assert finding.failures >= len(FLAWED) and finding.failures == finding.episodes  # it never comes with a success
@@ -96,10 +105,10 @@ def test_a_flawless_model_has_no_findings(tmp_path):
     assert report.findings == []
 
 
-def test_the_html_report_shows_the_evidence_as_a_transcript(tmp_path):
+def test_the_html_report_shows_the_evidence_as_a_transcript(malformed, tmp_path):
     from envrigger.report import render_html
 
-    store = run("malformed", tmp_path)
+    store = malformed
     page = render_html(diagnose(store), store)
     chat = page[page.index('id="malformed_output"') :]
     assert 'class="chat"' in chat and "in the model's own words" in chat
