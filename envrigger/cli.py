@@ -470,6 +470,12 @@ def run_command(
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
+    proposer: str = typer.Option("catalog", "--proposer", help="catalog, llm or both: who proposes the rigger arm's reshapings."),
+    proposer_base_url: str = typer.Option(None, "--proposer-base-url", metavar="URL", help="With --proposer llm|both: the endpoint."),
+    proposer_model: str = typer.Option(None, "--proposer-model", help="With --proposer llm|both: the model."),
+    proposer_api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--proposer-api-key-env", metavar="NAME", help="The variable holding the proposer's API key (never stored)."
+    ),
 ) -> None:
     """Train every arm; diagnose, propose, validate and admit for the rigger arm; pick each arm's round on validation levels; evaluate held-out.
 
@@ -510,9 +516,17 @@ def run_command(
                 seed=seed,
                 workers=workers,
                 backend=backend,
+                proposer=proposer,
+                proposer_base_url=proposer_base_url.rstrip("/") if proposer_base_url else None,
+                proposer_model=proposer_model,
+                proposer_api_key_env=proposer_api_key_env,
             )
         except ValidationError as error:
             raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+        if config.proposer != "catalog":
+            from envrigger.agents import Endpoint, check_endpoint
+
+            check_endpoint(Endpoint(str(config.proposer_base_url), str(config.proposer_model), api_key_env=config.proposer_api_key_env))
         if learner in ("ppo", "textq"):
             from envrigger.loop.learners import make_learner
 

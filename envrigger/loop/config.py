@@ -9,7 +9,7 @@ held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -59,6 +59,12 @@ class LoopConfig(BaseModel):
         "their steps count as the rigger arm's `transfer` interaction",
     )
     transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
+    proposer: Literal["catalog", "llm", "both"] = Field(
+        "catalog", description="who proposes reshapings: the catalog's rules, a model on an OpenAI-compatible endpoint, or both"
+    )
+    proposer_base_url: str | None = Field(None, description="with --proposer llm|both: the endpoint")
+    proposer_model: str | None = Field(None, description="with --proposer llm|both: the model")
+    proposer_api_key_env: str = Field("OPENAI_API_KEY", description="the variable holding the proposer's API key (never stored)")
 
     @field_validator("learner")
     @classmethod
@@ -83,6 +89,12 @@ class LoopConfig(BaseModel):
                 f"heldout_spec: got {held.env_id} with {len(held.transforms)} transform(s); give {self.spec.env_id} "
                 "with other env kwargs and no transforms, so held-out levels are judged by the same verifier"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _proposer_has_an_endpoint(self) -> LoopConfig:
+        if self.proposer != "catalog" and not (self.proposer_base_url and self.proposer_model):
+            raise ValueError(f"--proposer {self.proposer} needs --proposer-base-url URL and --proposer-model NAME")
         return self
 
     @property

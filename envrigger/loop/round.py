@@ -75,7 +75,20 @@ def rigger_round(
     before = [c for c in library.components() if c.round is None or c.round < number]
     admitted_before = [(c.hash, c.spec, c.finding) for c in before]
     # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
-    proposals = propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
+    proposals: list[Any] = []
+    rejected: dict[str, int] = {}
+    if config.proposer in ("llm", "both"):
+        from envrigger.agents import Endpoint
+        from envrigger.loop.llm_propose import llm_propose
+
+        endpoint = Endpoint(str(config.proposer_base_url), str(config.proposer_model), api_key_env=config.proposer_api_key_env)
+        proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round)
+        rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
+        log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
+    if config.proposer in ("catalog", "both"):
+        proposals += propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
+    else:
+        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before) if c.origin == "mutation"]
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
     usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
     # Mutations of admitted components (ACCEL) get up to half of the slots; catalog proposals the rest.
@@ -94,7 +107,6 @@ def rigger_round(
         validation_levels,
     )
     admitted: list[Any] = []
-    rejected: dict[str, int] = {}
     transfer_steps, transfer_levels = 0, set[str]()
     for index, candidate in enumerate(candidates):
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]

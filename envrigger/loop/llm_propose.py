@@ -1,0 +1,207 @@
+"""The LLM proposer: a model reads the diagnosis and the catalog's schemas and answers with reshapings, as JSON.
+
+Contains :func:`proposer_prompt` (the diagnosis and the JSON schema of every catalog
+transform that can reshape the env, rendered in jinja2's sandbox) and :func:`llm_propose`,
+which asks an OpenAI-compatible endpoint once and turns its answer into
+:class:`~envrigger.loop.propose.Candidate` s. The answer is data, never code: it is parsed
+as JSON and every transform is built by the catalog's own pydantic models, so an unknown
+transform, a parameter out of its bounds or of the wrong type, a link transform, an
+unknown finding or an answer that is not JSON is rejected and counted (``invalid``), and a
+valid proposal that does not build on the env is ``incompatible``. What passes goes
+through exactly the gates catalog proposals do; its provenance names the model and the
+prompt's hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from envharness.errors import EnvHarnessError
+from envharness.spec import HarnessSpec, TransformSpec
+from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
+from envrigger.agents.chat import AgentError, Endpoint, _openai
+from envrigger.agents.harness import render
+from envrigger.diagnose import Diagnosis
+from envrigger.loop.propose import Candidate, _compatible
+
+PROMPT = """You reshape a training environment so that an agent practises what it fails at.
+The environment is {{ env_id }}{% if kwargs %} with arguments {{ kwargs }}{% endif %}.
+A diagnosis of the agent's episodes found these weaknesses (most severe first):
+{% for f in findings %}- {{ f.name }}: {{ f.title }} (severity {{ "%.2f"|format(f.severity) }}, in {{ f.episodes }} of {{ f.total }} episodes{% if f.condition %}, when {{ f.condition }}{% endif %})
+{% endfor %}
+These transforms can reshape it; each one's parameters follow its JSON Schema (respect the bounds):
+{% for name, schema in schemas %}- {{ name }}: {{ schema }}
+{% endfor %}
+Answer with JSON only, no prose, in this form, with at most {{ n }} proposals:
+{"proposals": [{"finding": "<a weakness name above>", "transforms": [{"name": "<a transform above>", "params": {...}}], "rationale": "<one sentence>"}]}
+"""
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+# Catalog transforms that read or write text (tool calls, verbs, text observations): offered only on text envs.
+TEXT_ONLY = frozenset({"BlockTool", "ToolCost", "TextHint", "TruncateText", "BlockVerb", "OpenFile", "WalkthroughStart"})
+
+
+def _schemas(base: HarnessSpec) -> list[tuple[str, str]]:
+    """The catalog transforms (no links) that can reshape the env, with their parameters' JSON Schema."""
+    import gymnasium as gym
+
+    env = base.build()
+    try:
+        text = isinstance(env.action_space, gym.spaces.Text) or isinstance(env.observation_space, (gym.spaces.Text, gym.spaces.Dict))
+        usable = []
+        for name, cls in sorted(TRANSFORMS.items()):
+            if cls not in CATALOG or cls.kind == "link" or (name in TEXT_ONLY and not text):
+                continue
+            try:
+                if cls.capability is not None:
+                    env.adapter.require(cls.capability, name)
+            except EnvHarnessError:
+                continue
+            usable.append((name, cls))
+    finally:
+        env.close()
+    out = []
+    for name, cls in usable:
+        try:
+            default = cls()
+        except (EnvHarnessError, ValueError):
+            default = None  # required parameters: the gates decide on what the model gives
+        if default is not None and not _compatible(base.extended(default)):
+            continue
+        schema = cls.model_json_schema()
+        out.append((name, json.dumps({"properties": schema.get("properties", {}), "required": schema.get("required", [])}, sort_keys=True)))
+    return out
+
+
+def proposer_prompt(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> str:
+    """The prompt the LLM proposer sends: the findings, the transforms with their schemas, the answer's form.
+
+    Example:
+        >>> from envrigger.diagnose import Diagnosis, Finding
+        >>> d = Diagnosis(run="r", episodes=10, steps=50, failures=6, success_rate=0.4, success_ci=(0.1, 0.7), spec_hashes=[],
+        ...               policies=[], findings=[Finding(name="terminal_cause:hole", title="falls in a hole", episodes=6, total=10,
+        ...               rate=0.6, rate_ci=(0.3, 0.8), failures=6, severity=1.0)])
+        >>> prompt = proposer_prompt(d, HarnessSpec(env_id="FrozenLake-v1"))
+        >>> "terminal_cause:hole: falls in a hole" in prompt and "ActionSlip" in prompt and "Chain" not in prompt and "BlockTool" not in prompt
+        True
+    """
+    findings = [
+        {
+            "name": f.name,
+            "title": f.title,
+            "severity": f.severity,
+            "episodes": f.episodes,
+            "total": f.total,
+            "condition": (f.stats.get("condition") or {}).get("rule"),
+        }
+        for f in diagnosis.findings[:8]
+    ]
+    return render(PROMPT, env_id=base.env_id, kwargs=json.dumps(base.env_kwargs) if base.env_kwargs else "", findings=findings,
+                  schemas=_schemas(base), n=n)  # fmt: skip
+
+
+def parse_proposals(
+    answer: str, diagnosis: Diagnosis, base: HarnessSpec, model: str, prompt_hash: str, n: int = 4
+) -> tuple[list[Candidate], dict[str, int]]:
+    """The candidates in a model's answer, and how many proposals were rejected, by why.
+
+    Example:
+        >>> from envrigger.diagnose import Diagnosis, Finding
+        >>> d = Diagnosis(run="r", episodes=10, steps=50, failures=6, success_rate=0.4, success_ci=(0.1, 0.7), spec_hashes=[],
+        ...               policies=[], findings=[Finding(name="terminal_cause:hole", title="falls in a hole", episodes=6, total=10,
+        ...               rate=0.6, rate_ci=(0.3, 0.8), failures=6, severity=1.0)])
+        >>> base = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False})
+        >>> answer = '{"proposals": [{"finding": "terminal_cause:hole", "transforms": [{"name": "ActionSlip", "params": {"p": 0.1}}]},'
+        >>> answer += ' {"finding": "terminal_cause:hole", "transforms": [{"name": "ActionSlip", "params": {"p": 7}}]}]}'
+        >>> candidates, rejected = parse_proposals(answer, d, base, "m", "abc")
+        >>> [c.origin for c in candidates], rejected
+        (['llm'], {'invalid': 1})
+    """
+    rejected: dict[str, int] = {}
+
+    def reject(why: str) -> None:
+        rejected[why] = rejected.get(why, 0) + 1
+
+    text = answer or ""
+    if fenced := _FENCE.search(text):
+        text = fenced.group(1)
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        reject("invalid")
+        return [], rejected
+    proposals = data.get("proposals") if isinstance(data, dict) else None
+    if not isinstance(proposals, list):
+        reject("invalid")
+        return [], rejected
+    names = {f.name: f for f in diagnosis.findings}
+    out: list[Candidate] = []
+    seen = {base.hash()}
+    for proposal in proposals[: 2 * n]:
+        try:
+            if not isinstance(proposal, dict) or proposal.get("finding") not in names:
+                raise ValueError("no finding of the diagnosis")
+            specs = proposal.get("transforms")
+            if not isinstance(specs, list) or not specs or len(specs) > 4:
+                raise ValueError("transforms must be a list of 1 to 4")
+            built = []
+            for spec in specs:
+                if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict):
+                    raise ValueError("a transform is {name, params}")
+                cls = TRANSFORMS.get(spec["name"])
+                if cls is None or cls not in CATALOG or cls.kind == "link":
+                    raise ValueError(f"{spec['name']!r} is not a catalog transform a proposer may use")
+                built.append(transform_from_spec({"name": spec["name"], "params": spec.get("params", {})}))
+        except (ValueError, TypeError, EnvHarnessError, RecursionError):
+            reject("invalid")
+            continue
+        finding = names[proposal["finding"]]
+        candidate_spec = base.extended(*built)
+        if candidate_spec.hash() in seen:
+            reject("duplicate")
+            continue
+        if not _compatible(candidate_spec):
+            reject("incompatible")
+            continue
+        seen.add(candidate_spec.hash())
+        why = str(proposal.get("rationale", ""))[:300].replace("\n", " ")
+        out.append(
+            Candidate(
+                spec=candidate_spec,
+                added=[TransformSpec(**t.to_spec()) for t in built],
+                finding=finding.name,
+                finding_stats=finding.stats,
+                rationale=f"{finding.name}: proposed by {model} (prompt {prompt_hash}): {why}",
+                origin="llm",
+            )
+        )
+        if len(out) == n:
+            break
+    return out, rejected
+
+
+def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: int = 4) -> tuple[list[Candidate], dict[str, int]]:
+    """Ask the model once; its valid proposals as candidates, and the rejections counted (an endpoint error: ``endpoint``)."""
+    prompt = proposer_prompt(diagnosis, base, n)
+    prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
+    openai = _openai()
+    try:
+        response = endpoint.client().chat.completions.create(
+            model=endpoint.model,
+            messages=[
+                {"role": "system", "content": "You answer with JSON only."},
+                {"role": "user", "content": prompt},
+            ],
+            temperature=0.0,
+            seed=0,
+            max_tokens=2000,
+        )
+    except (openai.APIError, AgentError):
+        return [], {"endpoint": 1}
+    return parse_proposals(response.choices[0].message.content or "", diagnosis, base, endpoint.model, prompt_hash, n)
+
+
+__all__ = ["llm_propose", "parse_proposals", "proposer_prompt"]
