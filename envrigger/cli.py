@@ -418,7 +418,8 @@ def run_command(
         "ppo",
         "--learner",
         help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
-        "observation), qlearning (tabular) or textq (text games with command slots, e.g. envharness/TextWorld-v0).",
+        "observation), qlearning (tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), or none "
+        "(with --agent chat: an LLM agent the loop plays, reshapes for and evaluates, but does not train).",
     ),
     arms: str = typer.Option(
         "original,rigger",
@@ -470,6 +471,11 @@ def run_command(
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
+    agent: str = typer.Option(None, "--agent", help="With --learner none: chat, an LLM agent the loop plays but does not train."),
+    base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the agent's endpoint."),
+    model: str = typer.Option(None, "--model", help="With --agent chat: the agent's model."),
+    harness_path: Path = typer.Option(None, "--harness", metavar="FILE", help="With --agent chat: the agent harness JSON."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="With --agent chat: the key's variable."),
     proposer: str = typer.Option("catalog", "--proposer", help="catalog, llm or both: who proposes the rigger arm's reshapings."),
     proposer_base_url: str = typer.Option(None, "--proposer-base-url", metavar="URL", help="With --proposer llm|both: the endpoint."),
     proposer_model: str = typer.Option(None, "--proposer-model", help="With --proposer llm|both: the model."),
@@ -500,10 +506,20 @@ def run_command(
             raise UserError(f"--backend: got {backend!r}; use one of serial, process, ray")
         spec = _spec_from(env)
         spec.build().close()
+        learner_params: dict[str, Any] = {}
+        if (learner == "none") != (agent is not None):
+            raise UserError("--learner none and --agent chat go together: the loop plays an agent it does not train")
+        if agent is not None:
+            factory = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, 60.0, ())
+            learner_params = {
+                "agent": {"base_url": factory.endpoint.base_url, "model": factory.endpoint.model, "api_key_env": api_key_env,
+                          "harness": factory.harness.model_dump(mode="json")}
+            }  # fmt: skip
         try:
             config = LoopConfig(
                 spec=spec,
                 learner=learner,
+                learner_params=learner_params,
                 arms=[a.strip() for a in arms.split(",") if a.strip()],
                 rounds=rounds,
                 budget_steps=budget_steps,

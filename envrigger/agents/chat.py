@@ -318,6 +318,7 @@ class ChatAgentFactory:
 
     def __init__(self, harness: AgentHarness, endpoint: Endpoint) -> None:
         self.harness, self.endpoint = harness, endpoint
+        self.policy_id = f"chat:{endpoint.model}:{harness.hash()}"
 
     def __call__(self, env: Any) -> ChatAgent:
         return ChatAgent(env, self.harness, self.endpoint)

@@ -13,8 +13,12 @@ from envrigger.loop.learners.tabular import TabularLearner
 from envrigger.loop.learners.textq import TextQLearner
 
 
-def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> TabularLearner | PPOLearner | TextQLearner:
-    """A fresh learner of ``kind`` (``qlearning``, ``ppo`` or ``textq``) for ``env``'s spaces."""
+def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> Any:
+    """A fresh learner of ``kind`` (``qlearning``, ``ppo``, ``textq``, or ``none``: an agent not trained) for ``env``'s spaces."""
+    if kind == "none":
+        from envrigger.loop.learners.fixed import AgentLearner
+
+        return AgentLearner(env, seed=seed, **params)
     if kind == "qlearning":
         return TabularLearner(env, seed=seed, **params)
     if kind == "textq":
@@ -28,8 +32,12 @@ def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> Tabul
     raise ValueError(f"--learner: got {kind!r}; use one of {', '.join(LEARNERS)}")
 
 
-def load_learner(kind: str, path: Path, env: gym.Env) -> TabularLearner | PPOLearner | TextQLearner:
+def load_learner(kind: str, path: Path, env: gym.Env) -> Any:
     """Load a learner saved by :meth:`LoopLearner.save` under ``path`` (without its suffix)."""
+    if kind == "none":
+        from envrigger.loop.learners.fixed import AgentLearner
+
+        return AgentLearner.load(path, env)
     if kind == "textq":
         return TextQLearner.load(path, env)
     return (TabularLearner if kind == "qlearning" else PPOLearner).load(path, env)

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
-LEARNERS = ("qlearning", "ppo", "textq")
+LEARNERS = ("qlearning", "ppo", "textq", "none")  # none: an agent the loop does not train (--agent chat)
 
 
 @runtime_checkable

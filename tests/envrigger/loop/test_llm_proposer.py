@@ -108,3 +108,52 @@ def test_the_loop_validates_llm_proposals_through_the_gates(tmp_path):
         assert component.origin == "llm" and "proposed by scripted" in component.rationale
         assert {g["gate"] for g in component.gates} >= {"verifier_integrity", "solvability", "learnability", "targeting", "novelty"}
     assert len(library.components()) + sum(v for k, v in first["rejected_by"].items() if not k.startswith("llm_")) == 1
+
+
+def test_the_loop_with_a_chat_agent_it_does_not_train_reshapes_and_evaluates_through_the_cli(tmp_path):
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("textworld") is None:
+        pytest.skip("needs the textworld extra")
+    from envrigger.agents.scripted import listed_commands
+
+    def agent(request: dict[str, Any]) -> Reply:
+        if "You reshape a training environment" in last_user(request):  # the proposer's prompt
+            finding = re.search(r"^- ([^:\s]+(?::[^:\s]+)?): ", last_user(request), re.M).group(1)
+            answer = {
+                "finding": finding,
+                "transforms": [{"name": "TruncateText", "params": {"max_chars": 400}}],
+                "rationale": "less to read",
+            }
+            return Reply(content=json.dumps({"proposals": [answer]}))
+        commands = listed_commands(request)
+        goes = [c for c in commands if c.startswith("go ")]  # a weak agent: always the first way out
+        return Reply(content=(goes or commands or ["look"])[0])
+
+    spec = tmp_path / "tw.json"
+    spec.write_text(
+        HarnessSpec(
+            env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3, 4], "games_per_level": 8, "max_episode_steps": 12}
+        ).to_json()
+    )
+    with ChatServer(agent) as server:
+        done = subprocess.run(
+            [str(Path(sys.executable).parent / "envrigger"), "run", str(spec), "--learner", "none", "--agent", "chat", "--base-url", server.url,
+             "--model", "scripted", "--arms", "rigger", "--rounds", "2", "--budget-steps", "100", "--collect-episodes", "20",
+             "--val-episodes", "10", "--eval-episodes", "12", "--candidates", "2", "--proposer", "both", "--proposer-base-url", server.url,
+             "--proposer-model", "scripted", "--backend", "serial", "--allow-seen-levels", "-o", str(tmp_path / "run")],
+            capture_output=True, text=True, timeout=900, env={**os.environ, "OPENAI_API_KEY": "local"},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = json.loads((tmp_path / "run" / "final.json").read_text())
+    assert final["arms"]["rigger"]["heldout"]["episodes"] == 12  # the original env's held-out levels, evaluated once
+    spent = final["arms"]["rigger"]["interaction"]
+    assert spent["train"] == 0 and spent["collect"] > 0 and spent["validate"] > 0  # played, reshaped for, never trained
+    diagnosis = json.loads((tmp_path / "run" / "round-1" / "diagnosis.json").read_text())
+    assert diagnosis["policies"][0].startswith("chat:scripted:")
+    saved = json.loads((tmp_path / "run" / "rigger-round-1.agent.json").read_text())
+    assert saved["api_key_env"] == "OPENAI_API_KEY" and "local" not in json.dumps(saved)  # the key's variable, never the key
