@@ -20,7 +20,8 @@ from typing import Any
 
 import envharness
 from envrigger.agents import ChatAgent, Endpoint, default_harness
-from envrigger.rollout.episode import add_calls, step_record
+from envrigger.data import add_calls
+from envrigger.rollout.episode import step_record
 
 
 class InstantClient:

@@ -17,11 +17,13 @@ from envrigger.data.records import (
     STORE_OBS,
     EpisodeRecord,
     StepRecord,
+    add_calls,
     dumps,
     episodes_table,
     inline_observation,
     observation_digest,
     steps_table,
+    sum_calls,
     to_jsonable,
 )
 from envrigger.data.store import DirectoryLock, TrajectoryError, TrajectoryStore, write_json_atomically
@@ -36,6 +38,8 @@ __all__ = [
     "JsonlEpisode",
     "JsonlStep",
     "StepRecord",
+    "add_calls",
+    "sum_calls",
     "TrajectoryError",
     "TrajectoryStore",
     "dumps",

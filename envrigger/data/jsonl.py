@@ -20,8 +20,10 @@ from envrigger.data.records import (
     OBS_INLINE_LIMIT,
     EpisodeRecord,
     StepRecord,
+    add_calls,
     dumps,
     observation_digest,
+    sum_calls,
 )
 from envrigger.data.store import TrajectoryError, TrajectoryStore
 
@@ -48,6 +50,9 @@ class JsonlStep(BaseModel):
     obs_digest: str | None = Field(None, description="a digest, if the observation is left out")
     position: Any = None
     info: dict[str, Any] = Field(default_factory=dict, description="tool_error, retry... as the harness reports them")
+    calls: list[dict[str, Any]] | None = Field(
+        None, description="an LLM agent's model calls for this step, keyed after OpenTelemetry's GenAI conventions (see docs/agents.md)"
+    )
 
 
 class JsonlCosts(BaseModel):
@@ -117,6 +122,8 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
                 info=dumps(step.info) if step.info else "{}",
             )
         )
+        if step.calls is not None:
+            add_calls(steps[-1], step.calls)
     verdict = episode.verdict
     score = verdict.score if verdict.score is not None else float(verdict.success)
     reason = verdict.reason or ("success" if verdict.success else "failure")
@@ -138,6 +145,10 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
         wall_time=episode.wall_time,
         **episode.costs.model_dump(),
     )
+    if any(s.model_calls is not None for s in steps):  # an LLM agent's calls: the episode sums them, as a recorded run does
+        costs = episode.costs
+        sum_calls(record, steps, [])
+        record.human_interventions = costs.human_interventions
     return record, steps
 
 
@@ -219,6 +230,7 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                             "obs_digest": s.obs_digest,
                             "position": json.loads(s.position) if s.position is not None else None,
                             "info": json.loads(s.info),
+                            **({"calls": json.loads(s.calls)} if s.calls is not None else {}),
                         }
                         for s in steps
                     ],

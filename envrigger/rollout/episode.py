@@ -15,9 +15,11 @@ from typing import Any
 from envrigger.data import (
     EpisodeRecord,
     StepRecord,
+    add_calls,
     dumps,
     inline_observation,
     observation_digest,
+    sum_calls,
 )
 
 DEFAULT_EPISODE_TIMEOUT = 600.0  # seconds of wall time an episode may take before it is recorded as hung
@@ -159,39 +161,6 @@ def step_record(
         position=dumps(where) if where is not None else None,
         info=_info_fields(info),
     )
-
-
-def add_calls(step: StepRecord, calls: list[dict[str, Any]]) -> None:
-    """Put an LLM agent's model calls for one step on its record, with their sums."""
-    step.model_calls = len(calls)
-    step.input_tokens = sum(int(c.get("gen_ai.usage.input_tokens", 0)) for c in calls)
-    step.output_tokens = sum(int(c.get("gen_ai.usage.output_tokens", 0)) for c in calls)
-    step.parse_failures = sum(1 for c in calls if c.get("envrigger.reply.error"))
-    step.invalid_tool_calls = sum(1 for c in calls if c.get("envrigger.tool_call.invalid"))
-    step.retries = max(len(calls) - 1, 0)
-    step.cost_usd = float(sum(float(c.get("envrigger.cost_usd", 0.0)) for c in calls))
-    step.latency_s = float(sum(float(c.get("envrigger.latency_s", 0.0)) for c in calls))
-    step.context_truncated = any(bool(c.get("envrigger.context.truncated")) for c in calls)
-    step.calls = dumps(calls)
-
-
-def sum_calls(episode: EpisodeRecord, steps: list[StepRecord], unfinished: list[dict[str, Any]]) -> None:
-    """An LLM agent's episode totals: the sums of its steps' model calls (and of a step it could not finish)."""
-    extra = StepRecord(
-        episode_id=episode.episode_id, t=len(steps), action="null", reward=0.0, terminated=False, truncated=False, obs_digest=""
-    )
-    add_calls(extra, unfinished)
-    counted = [s for s in steps if s.model_calls is not None] + ([extra] if unfinished else [])
-    episode.model_calls = sum(s.model_calls or 0 for s in counted)
-    episode.input_tokens = sum(s.input_tokens or 0 for s in counted)
-    episode.output_tokens = sum(s.output_tokens or 0 for s in counted)
-    episode.tokens = episode.input_tokens + episode.output_tokens
-    episode.parse_failures = sum(s.parse_failures or 0 for s in counted)
-    episode.tool_errors = sum(s.invalid_tool_calls or 0 for s in counted)
-    episode.retries = sum(s.retries or 0 for s in counted)
-    episode.cost_usd = float(sum(s.cost_usd or 0.0 for s in counted))
-    episode.latency_s = float(sum(s.latency_s or 0.0 for s in counted))
-    episode.truncated_steps = sum(1 for s in counted if s.context_truncated)
 
 
 def episode_record(

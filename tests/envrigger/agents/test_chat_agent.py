@@ -363,3 +363,22 @@ def test_episodes_in_flight_in_threads_store_what_one_at_a_time_stores(tmp_path)
     assert content(one) == content(many) and len(content(one)) == 6
     with pytest.raises(Exception, match="concurrency: got 2 with backend 'process'"):
         rollout(CODE, factory, seeds=[0], backend="process", concurrency=2)
+
+
+def test_model_calls_survive_a_jsonl_round_trip_and_an_external_log_gets_them_summed(tmp_path):
+    from envrigger.data.jsonl import export_jsonl, import_jsonl
+
+    answers = iter(["no idea", '{"tool": "list"}', '{"tool": "submit"}'])
+    with ChatServer(lambda request: Reply(content=next(answers))) as server:
+        store = rollout(
+            CODE, ChatAgentFactory(default_harness(CODE.env_id), Endpoint(server.url, "scripted")), seeds=[0], out=tmp_path / "run"
+        )
+    export_jsonl(store, tmp_path / "run.jsonl")
+    line = json.loads((tmp_path / "run.jsonl").read_text().splitlines()[0])
+    assert line["steps"][0]["calls"][0]["gen_ai.request.model"] == "scripted"
+    back = import_jsonl(tmp_path / "run.jsonl", tmp_path / "back")
+    (a, a_steps), (b, b_steps) = one_episode(store), one_episode(back)
+    assert [s.calls for s in a_steps] == [s.calls for s in b_steps]
+    for field in ("model_calls", "input_tokens", "output_tokens", "parse_failures", "retries", "tokens"):
+        assert getattr(a, field) == getattr(b, field), field
+    assert b.parse_failures == 1 and b.model_calls == 3
