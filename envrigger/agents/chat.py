@@ -51,6 +51,7 @@ class Endpoint:
     api_key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 60.0  # per request
     attempts: int = 4  # per call, on 429, 5xx, timeouts and connection errors
+    error_budget: int = 5  # calls in a row that may fail (after their attempts) before no more are made
     prices: dict[str, tuple[float, float]] = field(default_factory=dict)  # model -> (USD per 1M input, per 1M output tokens)
 
     def describe(self) -> str:
@@ -66,6 +67,39 @@ class Endpoint:
 
     def client(self) -> Any:
         return _openai().OpenAI(base_url=self.base_url, api_key=self.api_key(), timeout=self.timeout_s, max_retries=0)
+
+
+class ErrorBudget:
+    """Calls in a row that failed after all their attempts, shared by every agent of one factory in a process.
+
+    Once ``limit`` calls in a row have failed, no more are made: every later call fails at
+    once, so a dead endpoint costs a run seconds, not minutes of backoff per episode.
+
+    Example:
+        >>> budget = ErrorBudget(2)
+        >>> budget.failed(), budget.failed(), budget.spent
+        (None, None, True)
+    """
+
+    def __init__(self, limit: int) -> None:
+        import threading
+
+        self.limit, self.in_a_row, self._lock = limit, 0, threading.Lock()
+
+    @property
+    def spent(self) -> bool:
+        return self.in_a_row >= self.limit
+
+    def failed(self) -> None:
+        with self._lock:
+            self.in_a_row += 1
+
+    def answered(self) -> None:
+        with self._lock:
+            self.in_a_row = 0
+
+    def __reduce__(self) -> Any:
+        return (ErrorBudget, (self.limit,))  # each process keeps its own count
 
 
 def check_endpoint(endpoint: Endpoint) -> list[str]:
@@ -124,10 +158,11 @@ class ChatAgent:
 
     name = "chat"
 
-    def __init__(self, env: Any, harness: AgentHarness, endpoint: Endpoint, client: Any = None) -> None:
+    def __init__(self, env: Any, harness: AgentHarness, endpoint: Endpoint, client: Any = None, budget: ErrorBudget | None = None) -> None:
         self.view: TextView = text_view(env)
         self.harness, self.endpoint = harness, endpoint
         self._client = client if client is not None else endpoint.client()
+        self._budget = budget if budget is not None else ErrorBudget(endpoint.error_budget)
         self.policy_id = f"chat:{endpoint.model}:{harness.hash()}"
         self.reset(None)
 
@@ -214,6 +249,11 @@ class ChatAgent:
     def _call(self, commands: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
         if self._calls_used >= self.harness.max_calls:
             raise AgentError(f"the harness's budget of {self.harness.max_calls} model calls per episode is used up")
+        if self._budget.spent:
+            raise AgentError(
+                f"{self.endpoint.describe()}: {self._budget.in_a_row} calls in a row failed (the run's error budget); "
+                "no more are made; check the endpoint and collect again"
+            )
         self._calls_used += 1
         messages, truncated = self._context()
         sampling = self.harness.sampling
@@ -231,7 +271,12 @@ class ChatAgent:
         if self.harness.output == "tools":
             request["tools"] = self.view.tools(commands)
         started = time.perf_counter()
-        response, attempts = self._send(request)
+        try:
+            response, attempts = self._send(request)
+        except AgentError:
+            self._budget.failed()
+            raise
+        self._budget.answered()
         latency = time.perf_counter() - started
         choice = response.choices[0]
         message: dict[str, Any] = {"role": "assistant", "content": choice.message.content or ""}
@@ -319,9 +364,10 @@ class ChatAgentFactory:
     def __init__(self, harness: AgentHarness, endpoint: Endpoint) -> None:
         self.harness, self.endpoint = harness, endpoint
         self.policy_id = f"chat:{endpoint.model}:{harness.hash()}"
+        self.budget = ErrorBudget(endpoint.error_budget)  # shared by the agents it makes (threads), one per process
 
     def __call__(self, env: Any) -> ChatAgent:
-        return ChatAgent(env, self.harness, self.endpoint)
+        return ChatAgent(env, self.harness, self.endpoint, budget=self.budget)
 
 
 def _retry_after(error: Any, default: float) -> float:
@@ -339,4 +385,4 @@ def _short(error: Any) -> str:
     return str(message or "")[:160].replace("\n", " ")
 
 
-__all__ = ["AgentError", "ChatAgent", "ChatAgentFactory", "Endpoint", "check_endpoint", "compress", "decompress"]
+__all__ = ["AgentError", "ChatAgent", "ChatAgentFactory", "Endpoint", "ErrorBudget", "check_endpoint", "compress", "decompress"]

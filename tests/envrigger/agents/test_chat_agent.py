@@ -382,3 +382,13 @@ def test_model_calls_survive_a_jsonl_round_trip_and_an_external_log_gets_them_su
     for field in ("model_calls", "input_tokens", "output_tokens", "parse_failures", "retries", "tokens"):
         assert getattr(a, field) == getattr(b, field), field
     assert b.parse_failures == 1 and b.model_calls == 3
+
+
+def test_a_dead_endpoint_spends_the_runs_error_budget_then_is_asked_no_more(tmp_path):
+    with ChatServer(lambda request: Reply(status=503)) as server:
+        endpoint = Endpoint(server.url, "scripted", attempts=1, error_budget=3)
+        store = rollout(CODE, ChatAgentFactory(default_harness(CODE.env_id), endpoint), seeds=range(6), concurrency=1)
+        asked = len(server.bodies())
+    errors = [e.error for e in store.iter_episodes()]
+    assert asked == 3 and len(errors) == 6 and all(e is not None for e in errors)
+    assert all("calls in a row failed (the run's error budget)" in e for e in errors[3:])
