@@ -149,6 +149,12 @@ def collect(
         min=1,
         help="Episodes in flight at once in threads of one process (for agents that wait on an endpoint; serial backend).",
     ),
+    prices: Path = typer.Option(
+        None,
+        "--prices",
+        metavar="FILE",
+        help='With --agent chat: JSON {"MODEL": [USD per 1M input tokens, per 1M output tokens]} for cost_usd.',
+    ),
 ) -> None:
     """Roll a policy (or an LLM agent) out on a spec and store the trajectories as Parquet.
 
@@ -171,7 +177,7 @@ def collect(
         spec = HarnessSpec(env_id=spec_path)
     chosen: Any = policy
     if agent is not None:
-        chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or ())
+        chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or (), prices)
         if backend == "ray":
             raise UserError("--agent chat runs on the serial or process backend; drop --backend ray")
         if concurrency > 1 and backend == "process":
@@ -202,7 +208,7 @@ def collect(
 
 def _chat_agent(
     spec: Any, agent: str, base_url: str | None, model: str | None, harness_path: Path | None, api_key_env: str, timeout: float,
-    allow_imports: Any,
+    allow_imports: Any, prices: Path | None = None,
 ) -> Any:  # fmt: skip
     """The chat agent's factory, after every check that can fail (nothing is written before they pass)."""
     from envrigger.agents import AgentHarness, ChatAgentFactory, Endpoint, check_endpoint, default_harness, text_view
@@ -222,7 +228,18 @@ def _chat_agent(
         text_view(env)
     finally:
         env.close()
-    endpoint = Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout)
+    table: dict[str, tuple[float, float]] = {}
+    if prices is not None:
+        try:
+            raw = json.loads(prices.read_text())
+            table = {str(k): (float(v[0]), float(v[1])) for k, v in raw.items() if len(v) == 2 and min(float(v[0]), float(v[1])) >= 0}
+            if len(table) != len(raw):
+                raise ValueError("a price is not two non-negative numbers")
+        except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+            raise UserError(
+                f'--prices: {prices} is not {{"MODEL": [USD per 1M input tokens, per 1M output tokens]}} ({str(error).splitlines()[0][:80]})'
+            ) from None
+    endpoint = Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout, prices=table)
     check_endpoint(endpoint)
     return ChatAgentFactory(harness, endpoint)
 

@@ -91,6 +91,7 @@ class EpisodeFrame:
     parse_failures: np.ndarray | None = None
     truncated_steps: np.ndarray | None = None
     output_tokens: np.ndarray | None = None
+    latency_s: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -132,6 +133,11 @@ class EpisodeFrame:
                 name: nullable_int(name) if name in table.column_names else np.full(table.num_rows, -1, dtype=np.int64)
                 for name in ("model_calls", "parse_failures", "truncated_steps", "output_tokens")
             },
+            latency_s=(
+                np.asarray(table.column("latency_s").fill_null(np.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
+                if "latency_s" in table.column_names
+                else np.full(table.num_rows, np.nan)
+            ),
         )
 
 
@@ -385,6 +391,22 @@ def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
                 kind="behaviour",
             )
         )
+    if frame.latency_s is not None:
+        per_call_s = np.where(calls > 0, frame.latency_s / np.maximum(calls, 1), np.nan)
+        timed = ~np.isnan(per_call_s)
+        if timed.sum() >= config.min_episodes:
+            usual_s = float(np.percentile(per_call_s[timed], 25))
+            slow = timed & (per_call_s > max(4 * usual_s, usual_s + 1.0))
+            out.append(
+                Candidate(
+                    "slow_calls",
+                    f"slow model calls: more than 4x (and 1 s more than) the run's usual {usual_s:.2f} s per call",
+                    slow,
+                    stats={"usual_seconds_per_call": usual_s},
+                    ranges=_whole(frame, slow, config.evidence),
+                    kind="behaviour",
+                )
+            )
     return out
 
 

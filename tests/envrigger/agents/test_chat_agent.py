@@ -392,3 +392,19 @@ def test_a_dead_endpoint_spends_the_runs_error_budget_then_is_asked_no_more(tmp_
     errors = [e.error for e in store.iter_episodes()]
     assert asked == 3 and len(errors) == 6 and all(e is not None for e in errors)
     assert all("calls in a row failed (the run's error budget)" in e for e in errors[3:])
+
+
+def test_collect_prices_the_calls_from_a_price_table_and_refuses_a_bad_one(tmp_path):
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"scripted": [2.0, 8.0]}))  # USD per 1M tokens in, out
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"scripted": [2.0]}))
+    with ChatServer(lambda request: Reply(content='{"tool": "submit"}')) as server:
+        common = ["collect", "envharness/CodeRepair-v0", "--agent", "chat", "--base-url", server.url, "--model", "scripted", "-n", "1",
+                  "--backend", "serial"]  # fmt: skip
+        done = envrigger(*common, "--prices", str(prices), "-o", str(tmp_path / "run"))
+        refused = envrigger(*common, "--prices", str(bad), "-o", str(tmp_path / "refused"))
+    assert done.returncode == 0, done.stderr[-1500:]
+    episode = next(TrajectoryStore(tmp_path / "run").iter_episodes())
+    assert episode.cost_usd == pytest.approx((episode.input_tokens * 2.0 + episode.output_tokens * 8.0) / 1e6) and episode.cost_usd > 0
+    assert refused.returncode == 2 and "--prices" in refused.stderr and not (tmp_path / "refused").exists()

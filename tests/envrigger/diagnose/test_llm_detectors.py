@@ -9,6 +9,7 @@ and, for the control, none at all.
 from __future__ import annotations
 
 import importlib.util
+import time
 from typing import Any
 
 import pytest
@@ -62,13 +63,17 @@ def run(flaw: str, tmp_path: Any) -> Any:
         if flaw == "pacing":
             goes = [c for c in listed_commands(request) if c.startswith("go ")]
             return Reply(content=goes[step % len(goes)] if goes else "look")
+        if flaw == "slow":
+            time.sleep(1.2)  # a model that takes its time, and still answers right
+            return Reply(content=right)
         if flaw == "padding":
             return Reply(content=f"```\n{right}\n```\n" + "I considered every exit carefully. " * 60)
         raise AssertionError(flaw)
 
     harness = default_harness(TW.env_id).model_copy(update={"retries": 1})
     with ChatServer(model) as server:
-        return rollout(TW, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=SEEDS, out=tmp_path / flaw)
+        factory = ChatAgentFactory(harness, Endpoint(server.url, "scripted"))
+        return rollout(TW, factory, seeds=SEEDS, out=tmp_path / flaw, concurrency=8 if flaw == "slow" else 1)
 
 
 def names(items: list[Any]) -> set[str]:
@@ -98,6 +103,12 @@ def test_walking_between_two_rooms_is_found(tmp_path):
 def test_padded_answers_are_a_note_when_they_do_not_cost_success(tmp_path):
     report = diagnose(run("padding", tmp_path))
     assert "verbose_output" in names(report.style_notes) and "verbose_output" not in names(report.findings)
+
+
+def test_slow_calls_are_a_note_when_they_do_not_cost_success(tmp_path):
+    report = diagnose(run("slow", tmp_path))
+    note = next(f for f in report.style_notes if f.name == "slow_calls")
+    assert note.episodes >= len(FLAWED) and "slow_calls" not in names(report.findings)  # (threads may slow a flawless call too)
 
 
 def test_a_flawless_model_has_no_findings(tmp_path):
