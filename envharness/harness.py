@@ -169,7 +169,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._rng: np.random.Generator | None = None
         self._raw_obs: Any = None
         self._plain_action = _action_coercer(env.action_space)
-        self._check_action = _action_check(env.action_space)  # an action outside the space: a one-line error
+        # An action outside a Discrete space is a one-line error; a plain int in range costs only the comparison.
+        self._check_action = _action_check(env.action_space)
+        acts: Any = env.action_space
+        self._actions_in = (int(acts.start), int(acts.start) + int(acts.n)) if self._check_action is not None else None
         # gym.make's own wrappers (time limit, order and API checks) as a route the plain path can take in one call.
         self._route = _checked_route(env)
         self._direct: tuple[Any, Any] | None = None
@@ -293,9 +296,9 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        check = self._check_action
-        if check is not None and self._mode is not _OVER:
-            check(action)
+        bounds = self._actions_in
+        if bounds is not None and not (type(action) is int and bounds[0] <= action < bounds[1]) and self._mode is not _OVER:
+            self._check_action(action)
         if self._mode is _PLAIN:
             # Over until this step completes: an exception, or a second thread stepping at the same
             # time, finds the episode ended instead of continuing from a half-done step.

@@ -192,7 +192,6 @@ class ChatAgent:
         content = render(template, observation=text, commands=commands, step=self._steps, reward=self._reward, error="")
         self._say(content)
         self._steps += 1
-        error = ""
         for attempt in range(self.harness.retries + 1):
             message, record = self._call(commands)
             try:

@@ -357,61 +357,32 @@ def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
         or not (calls > 0).any()
     ):
         return []
-    out = [
-        Candidate(
-            "malformed_output",
-            "malformed output: replies that name no action (the harness sent them back)",
-            frame.parse_failures > 0,
-            stats={"mean_when_flagged": _mean(frame.parse_failures, frame.parse_failures > 0)},
-            ranges=_whole(frame, frame.parse_failures > 0, config.evidence),
-            kind="behaviour",
-        ),
-        Candidate(
-            "context_truncated",
-            "fails after the context was truncated: older turns were left out of its calls",
-            frame.truncated_steps > 0,
-            stats={"mean_when_flagged": _mean(frame.truncated_steps, frame.truncated_steps > 0)},
-            ranges=_whole(frame, frame.truncated_steps > 0, config.evidence),
-            kind="behaviour",
-        ),
-    ]
-    per_call = np.where(calls > 0, frame.output_tokens / np.maximum(calls, 1), np.nan)
-    known = ~np.isnan(per_call)
-    if known.sum() >= config.min_episodes:
-        # Against the run's short end (its lower quartile), so that even a run padded half the time shows it.
-        usual = float(np.percentile(per_call[known], 25))
-        verbose = known & (per_call > max(4 * usual, usual + 100))
+    out = []
+    for name, title, counts in (
+        ("malformed_output", "malformed output: replies that name no action (the harness sent them back)", frame.parse_failures),
+        ("context_truncated", "fails after the context was truncated: older turns were left out of its calls", frame.truncated_steps),
+    ):
+        mask = counts > 0
         out.append(
-            Candidate(
-                "verbose_output",
-                f"verbose output: more than 4x (and 100 more than) the run's usual {usual:.0f} output tokens per call",
-                verbose,
-                stats={"usual_output_tokens_per_call": usual},
-                ranges=_whole(frame, verbose, config.evidence),
-                kind="behaviour",
-            )
-        )
+            Candidate(name, title, mask, stats={"mean_when_flagged": float(counts[mask].mean()) if mask.any() else 0.0},
+                      ranges=_whole(frame, mask, config.evidence), kind="behaviour")
+        )  # fmt: skip
+    # Per call, against the run's short end (its lower quartile), so that even a run padded half the time shows it.
+    outliers = [
+        ("verbose_output", "verbose output", frame.output_tokens, 100.0, "output tokens", "usual_output_tokens_per_call", "{:.0f} ")
+    ]
     if frame.latency_s is not None:
-        per_call_s = np.where(calls > 0, frame.latency_s / np.maximum(calls, 1), np.nan)
-        timed = ~np.isnan(per_call_s)
-        if timed.sum() >= config.min_episodes:
-            usual_s = float(np.percentile(per_call_s[timed], 25))
-            slow = timed & (per_call_s > max(4 * usual_s, usual_s + 1.0))
-            out.append(
-                Candidate(
-                    "slow_calls",
-                    f"slow model calls: more than 4x (and 1 s more than) the run's usual {usual_s:.2f} s per call",
-                    slow,
-                    stats={"usual_seconds_per_call": usual_s},
-                    ranges=_whole(frame, slow, config.evidence),
-                    kind="behaviour",
-                )
-            )
+        outliers.append(("slow_calls", "slow model calls", frame.latency_s, 1.0, "s", "usual_seconds_per_call", "{:.2f} "))
+    for name, what, totals, margin, unit, key, shown in outliers:
+        per_call = np.where(calls > 0, totals / np.maximum(calls, 1), np.nan)
+        known = ~np.isnan(per_call)
+        if known.sum() < config.min_episodes:
+            continue
+        usual = float(np.percentile(per_call[known], 25))
+        mask = known & (per_call > max(4 * usual, usual + margin))
+        title = f"{what}: more than 4x (and {margin:g} {unit} more than) the run's usual {shown.format(usual)}{unit} per call"
+        out.append(Candidate(name, title, mask, stats={key: usual}, ranges=_whole(frame, mask, config.evidence), kind="behaviour"))
     return out
-
-
-def _mean(values: np.ndarray, mask: np.ndarray) -> float:
-    return float(values[mask].mean()) if mask.any() else 0.0
 
 
 EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps, model_calls)
