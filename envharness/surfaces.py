@@ -96,6 +96,21 @@ class AdapterView:
         """Where the agent is, as small JSON-able data, or None if unknown."""
         return self._target().position()
 
+    @property
+    def irreversible_endings(self) -> frozenset[str]:
+        """Verdict reasons of endings that cannot be undone (``lava``, ``hole``, ``pole fell``...)."""
+        return self._target().irreversible_endings
+
+    @property
+    def agent_endings(self) -> frozenset[str]:
+        """Verdict reasons of endings the agent chose (code repair's failed ``submit``)."""
+        return self._target().agent_endings
+
+    @property
+    def destroyed(self) -> str | None:
+        """What a step of this episode destroyed for good though the episode went on, if anything."""
+        return self._target().destroyed
+
     def time_limit(self) -> int | None:
         """The most agent steps an episode may take."""
         return self._target().time_limit()

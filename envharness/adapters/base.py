@@ -81,6 +81,14 @@ class Adapter:
     neutral_kwargs: tuple[str, ...] = ("render_mode",)
     # Whether level_id() itself already names how setup reached the start (TextWorld's replayed commands).
     names_setup: bool = False
+    # Verdict reasons of endings that cannot be undone (lava, a hole, the pole falling, a failed submit):
+    # an episode ended by one is an irreversible failure.
+    irreversible_endings: frozenset[str] = frozenset()
+    # Verdict reasons of endings the agent chose (a submit): one with step budget left and no success is giving up.
+    agent_endings: frozenset[str] = frozenset()
+    # What a step of this episode destroyed for good though the episode went on (code repair: a file
+    # left empty), noted by judge(); an episode with one that fails is an irreversible failure too.
+    destroyed: str | None = None
 
     def __init__(self, env: gym.Env) -> None:
         self.env = env

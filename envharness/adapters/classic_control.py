@@ -126,6 +126,8 @@ class CartPoleAdapter(ClassicControlAdapter):
         Verdict(success=True, score=1.0, reason='balanced to the time limit')
     """
 
+    irreversible_endings = frozenset({"pole fell", "cart out of bounds"})
+
     action_names = ("push_left", "push_right")
     state_names = {"obs[0]": "cart_position", "obs[1]": "cart_velocity", "obs[2]": "pole_angle", "obs[3]": "pole_angular_velocity"}
 

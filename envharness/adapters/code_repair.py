@@ -30,6 +30,9 @@ class CodeRepairAdapter(Adapter):
     capabilities = frozenset({"files"})
     neutral_kwargs = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation")
     state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
+    # A submit is the agent's own ending, and one that fails is final: the hidden tests ran.
+    irreversible_endings = frozenset({"hidden tests fail"})
+    agent_endings = frozenset({"hidden tests fail"})
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
@@ -38,6 +41,7 @@ class CodeRepairAdapter(Adapter):
         self._pristine = tuple((task.name, task.path, task.hidden_tests, task.source) for task in TASKS)
         self._task = ""
         self._start_module: str | None = None  # the module as setup left it, where setup edited it
+        self._had_text: frozenset[str] = frozenset()  # the files with text at the start, to see one emptied
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -52,6 +56,8 @@ class CodeRepairAdapter(Adapter):
         self._task = raw.task.name
         path, hidden = self._reference()
         self._start_module = raw.files.get(path, "") if self._edited() else None
+        self._had_text = frozenset(name for name, text in raw.files.items() if text.strip())
+        self.destroyed = None
         self._features = {
             "module_lines": float(len(raw.files[path].splitlines())),
             "hidden_tests": float(len(suite_tests(hidden))),
@@ -94,6 +100,10 @@ class CodeRepairAdapter(Adapter):
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
         raw = self.raw
+        if self.destroyed is None:
+            emptied = sorted(name for name in self._had_text if not raw.files.get(name, "").strip())
+            if emptied:  # its text is gone from the workspace: no tool brings it back
+                self.destroyed = f"emptied {', '.join(emptied)}"
         if terminated and raw.submitted:
             from envharness.envs.code_repair import verify
 

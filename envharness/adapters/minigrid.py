@@ -62,6 +62,8 @@ class MiniGridAdapter(Adapter):
         4.0
     """
 
+    irreversible_endings = frozenset({"lava", "mission failed"})
+
     action_names = tuple(a.name for a in Actions)
     state_names = {"position[0]": "agent_x", "position[1]": "agent_y", "position[2]": "agent_dir"}
 

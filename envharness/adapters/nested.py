@@ -40,6 +40,7 @@ class NestedAdapter(Adapter):
         self.family = base.family
         self.observes_goal = base.observes_goal
         self.kwargs_key = base.kwargs_key
+        self.irreversible_endings, self.agent_endings = base.irreversible_endings, base.agent_endings
 
     def require(self, capability: str, transform: str) -> None:
         raise StateAccessError(
@@ -48,6 +49,7 @@ class NestedAdapter(Adapter):
         )
 
     def judge(self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict) -> Verdict:
+        self.destroyed = self._inner._adapter.destroyed
         return self._inner._verdict
 
     def level_features(self) -> dict[str, float]:

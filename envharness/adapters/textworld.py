@@ -36,6 +36,8 @@ class TextWorldAdapter(Adapter):
         Verdict(success=False, score=0.0, reason='in progress')
     """
 
+    irreversible_endings = frozenset({"lost the game"})
+
     family = "textworld"
     # Where the games are cached changes neither the game nor what success means.
     neutral_kwargs = ("render_mode", "cache_dir")

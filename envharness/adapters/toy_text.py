@@ -53,6 +53,8 @@ class FrozenLakeAdapter(ToyTextAdapter):
         Verdict(success=False, score=0.0, reason='terminated without success')
     """
 
+    irreversible_endings = frozenset({"hole"})
+
     action_names = ("left", "down", "right", "up")
 
     capabilities = frozenset({"goal", "agent", "map"})
@@ -219,6 +221,8 @@ class TaxiAdapter(ToyTextAdapter):
         >>> sorted(adapter.level_features())
         ['passenger_distance', 'taxi_distance']
     """
+
+    irreversible_endings = frozenset({"wrong drop-off"})
 
     action_names = ("south", "north", "east", "west", "pickup", "dropoff")
 

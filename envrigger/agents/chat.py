@@ -19,6 +19,7 @@ from typing import Any
 
 from envharness.errors import EnvHarnessError, SpecError
 from envrigger.agents.harness import AgentHarness, render
+from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
@@ -269,6 +270,8 @@ class ChatAgent:
             request["stop"] = list(sampling.stop)
         if self.harness.output == "tools":
             request["tools"] = self.view.tools(commands)
+        if sampling.stream:
+            request["stream"], request["stream_options"] = True, {"include_usage": True}
         started = time.perf_counter()
         try:
             response, attempts = self._send(request)
@@ -300,6 +303,9 @@ class ChatAgent:
             "gen_ai.response.finish_reasons": [str(choice.finish_reason or "")],
             "envrigger.usage.estimated": estimated,
             "envrigger.latency_s": round(latency, 6),
+            "envrigger.time_to_first_token_s": (
+                round(response.first_token_s, 6) if getattr(response, "first_token_s", None) is not None else None
+            ),
             "envrigger.cost_usd": (input_tokens * price_in + output_tokens * price_out) / 1e6,
             "envrigger.context.truncated": truncated,
             "envrigger.endpoint.attempts": attempts,
@@ -315,12 +321,14 @@ class ChatAgent:
         wait = 0.5
         for attempt in range(1, self.endpoint.attempts + 1):
             try:
+                if request.get("stream"):  # read to the end inside the retries: a stream can fail halfway too
+                    return self._streamed(request), attempt
                 return self._client.chat.completions.create(**request), attempt
             except openai.AuthenticationError:
                 raise AgentError(f"{self.endpoint.base_url} refused the API key in ${self.endpoint.api_key_env} (401)") from None
             except openai.NotFoundError:
                 raise AgentError(f"{self.endpoint.base_url}: model {self.endpoint.model!r} not found (404)") from None
-            except (openai.APIConnectionError, openai.APIStatusError) as error:
+            except (openai.APIError, IncompleteStream) as error:
                 status = getattr(error, "status_code", None)
                 if status is not None and status not in RETRIED_STATUS:
                     raise AgentError(f"{self.endpoint.base_url} refused the request ({status}: {_short(error)})") from None
@@ -330,6 +338,16 @@ class ChatAgent:
                 time.sleep(_retry_after(error, wait))
                 wait = min(wait * 2, 8.0)
         raise AssertionError("unreachable")
+
+    def _streamed(self, request: dict[str, Any]) -> Any:
+        started = time.perf_counter()
+        stream = self._client.chat.completions.create(**request)
+        try:
+            return assemble(stream, started)
+        except (IncompleteStream, _openai().APIError):
+            raise
+        except Exception as error:  # the transport's own error for a connection dropped mid-stream
+            raise IncompleteStream(f"the stream broke off ({type(error).__name__})") from None
 
     def _action(self, message: dict[str, Any], commands: list[str]) -> Any:
         view, parse = self.view, self.harness.parse

@@ -31,6 +31,9 @@ class Sampling(BaseModel):
     seed: int | None = Field(0, ge=0, le=2**31 - 1, description="the endpoint's sampling seed, where it takes one")
     max_tokens: int = Field(512, ge=1, le=131072, description="the longest completion")
     stop: list[str] = Field(default_factory=list, max_length=4, description="stop sequences")
+    stream: bool = Field(
+        False, description="stream each completion (server-sent events), recording the time to its first token; usage from the last chunk"
+    )
 
 
 class ContextPolicy(BaseModel):

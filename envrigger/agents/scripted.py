@@ -27,6 +27,7 @@ class Reply:
     hang: bool = False
     usage: bool = True
     finish_reason: str = "stop"
+    cut: bool = False  # streamed: the connection drops halfway through the chunks
 
 
 Model = Callable[[dict[str, Any]], Reply]
@@ -123,7 +124,9 @@ class ChatServer:
                 completion = len(reply.content or "") // 4 + 1
                 finish = "tool_calls" if reply.tool_calls else reply.finish_reason
                 if body.get("stream"):
-                    self._stream(number, body["model"], message, finish)
+                    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                    wants_usage = reply.usage and bool((body.get("stream_options") or {}).get("include_usage"))
+                    self._stream(number, body["model"], message, finish, usage if wants_usage else None, reply.cut)
                     return
                 answer: dict[str, Any] = {
                     "id": f"chatcmpl-{number}",
@@ -136,21 +139,40 @@ class ChatServer:
                     answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
                 self._send(200, answer)
 
-            def _stream(self, number: int, model: str, message: dict[str, Any], finish: str) -> None:
+            def _stream(
+                self, number: int, model: str, message: dict[str, Any], finish: str, usage: dict[str, int] | None, cut: bool = False
+            ) -> None:
+                """The reply as server-sent chunks: the text a few characters at a time, each tool call's arguments in pieces."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
                 self.end_headers()
-                chunks = [{"role": "assistant", "content": ""}, {"content": message.get("content") or ""}]
-                for i, delta in enumerate([*chunks, {}]):
-                    event = {
-                        "id": f"chatcmpl-{number}",
-                        "object": "chat.completion.chunk",
-                        "created": 0,
-                        "model": model,
-                        "choices": [{"index": 0, "delta": delta, "finish_reason": finish if i == len(chunks) else None}],
+                text = message.get("content") or ""
+                deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+                deltas += [{"content": text[i : i + 7]} for i in range(0, len(text), 7)]
+                for index, call in enumerate(message.get("tool_calls") or []):
+                    arguments = call["function"]["arguments"]
+                    head: dict[str, Any] = {
+                        "index": index,
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["function"]["name"], "arguments": ""},
                     }
-                    self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
+                    deltas.append({"tool_calls": [head]})
+                    deltas += [
+                        {"tool_calls": [{"index": index, "function": {"arguments": arguments[i : i + 5]}}]}
+                        for i in range(0, len(arguments), 5)
+                    ]
+                events: list[dict[str, Any]] = [{"index": 0, "delta": delta, "finish_reason": None} for delta in deltas]
+                events.append({"index": 0, "delta": {}, "finish_reason": finish})
+                chunk: dict[str, Any] = {"id": f"chatcmpl-{number}", "object": "chat.completion.chunk", "created": 0, "model": model}
+                for choice in events[: len(events) // 2] if cut else events:
+                    self.wfile.write(f"data: {json.dumps({**chunk, 'choices': [choice]})}\n\n".encode())
+                if cut:
+                    self.close_connection = True
+                    return
+                if usage is not None:  # what stream_options.include_usage asks for: a last chunk with no choices
+                    self.wfile.write(f"data: {json.dumps({**chunk, 'choices': [], 'usage': usage})}\n\n".encode())
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 

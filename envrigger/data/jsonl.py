@@ -89,6 +89,9 @@ class JsonlEpisode(BaseModel):
     error: str | None = None
     wall_time: float = 0.0
     costs: JsonlCosts = Field(default_factory=JsonlCosts)
+    step_limit: int | None = Field(None, description="the most steps the episode could take")
+    agent_ended: bool | None = Field(None, description="whether the agent chose the ending (a submit)")
+    irreversible: str | None = Field(None, description="on a failure that cannot be undone, what made it so")
     steps: list[JsonlStep] = Field(default_factory=list)
 
 
@@ -143,6 +146,9 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
         level_id=episode.level_id,
         error=episode.error,
         wall_time=episode.wall_time,
+        step_limit=episode.step_limit,
+        agent_ended=episode.agent_ended,
+        irreversible=episode.irreversible,
         **episode.costs.model_dump(),
     )
     if any(s.model_calls is not None for s in steps):  # an LLM agent's calls: the episode sums them, as a recorded run does
@@ -219,6 +225,7 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                     "error": episode.error,
                     "wall_time": episode.wall_time,
                     "costs": {k: getattr(episode, k) for k in COST_FIELDS},
+                    **{k: getattr(episode, k) for k in ("step_limit", "agent_ended", "irreversible")},
                     "steps": [
                         {
                             "action": json.loads(s.action),

@@ -47,6 +47,11 @@ EPISODE_SCHEMA = pa.schema(
         *((name, pa.int64()) for name in LLM_INT_FIELDS),
         *((name, pa.float64()) for name in LLM_FLOAT_FIELDS),
         *((name, pa.int64()) for name in LLM_EPISODE_INT_FIELDS),
+        # How it ended, in the adapter's terms: the step limit, whether the agent chose the ending (a
+        # submit), and what made a failure irreversible (an ending such as lava, or a destructive step).
+        ("step_limit", pa.int64()),
+        ("agent_ended", pa.bool_()),
+        ("irreversible", pa.string()),
     ]
 )
 
@@ -269,6 +274,9 @@ class EpisodeRecord:
     cost_usd: float | None = None
     latency_s: float | None = None
     truncated_steps: int | None = None
+    step_limit: int | None = None
+    agent_ended: bool | None = None
+    irreversible: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -360,6 +360,10 @@ class TrajectoryStore:
             return schema.empty_table()
         return pa.concat_tables(tables)
 
+    def refresh(self) -> None:
+        """Re-read the manifest as committed on disk (after an interrupt that may have landed right after a commit)."""
+        self.manifest = self._load_manifest()
+
     def episode_ids(self) -> set[int]:
         ids: set[int] = set()
         for name in self._part_names():

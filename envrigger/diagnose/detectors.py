@@ -52,6 +52,7 @@ class DiagnoseConfig:
     contrast_min_successes: int = 5
     contrast_min_lift: float = 1.0
     return_gap_min: float = 0.5
+    giving_up_max_share: float = 0.5  # an ending the agent chose, having used at most this share of its step limit
     duplicate_overlap: float = 0.9
     batch_size: int = 262_144
 
@@ -92,6 +93,9 @@ class EpisodeFrame:
     truncated_steps: np.ndarray | None = None
     output_tokens: np.ndarray | None = None
     latency_s: np.ndarray | None = None
+    # How episodes ended, in the adapter's terms (-1 / False where the run does not say).
+    step_limit: np.ndarray | None = None
+    agent_ended: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -137,6 +141,12 @@ class EpisodeFrame:
                 np.asarray(table.column("latency_s").fill_null(np.nan).to_numpy(zero_copy_only=False), dtype=np.float64)
                 if "latency_s" in table.column_names
                 else np.full(table.num_rows, np.nan)
+            ),
+            step_limit=nullable_int("step_limit") if "step_limit" in table.column_names else np.full(table.num_rows, -1),
+            agent_ended=(
+                np.asarray(table.column("agent_ended").fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+                if "agent_ended" in table.column_names
+                else np.zeros(table.num_rows, dtype=bool)
             ),
         )
 
@@ -192,6 +202,21 @@ def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
             out.append(
                 Candidate(
                     f"terminal_cause:{cause}", f"fails by {cause.replace('_', ' ')}", mask, ranges=_tail(frame, mask, config.evidence)
+                )
+            )
+    if frame.agent_ended is not None and frame.step_limit is not None:
+        budget = frame.step_limit > 0
+        early = budget & (frame.length <= config.giving_up_max_share * np.where(budget, frame.step_limit, 0))
+        mask = failed & frame.agent_ended & early
+        if mask.any():
+            title = f"gives up: ends the episode itself (a submit) without success, with over {1 - config.giving_up_max_share:.0%} of its steps left"
+            out.append(
+                Candidate(
+                    "giving_up",
+                    title,
+                    mask,
+                    stats={"mean_share_of_budget_used": float((frame.length[mask] / frame.step_limit[mask]).mean())},
+                    ranges=_tail(frame, mask, config.evidence),
                 )
             )
     return out

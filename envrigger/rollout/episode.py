@@ -131,6 +131,9 @@ class _Play:
         )  # fmt: skip
         if any(step.model_calls is not None for step in self.steps) or self.unfinished:
             sum_calls(record, self.steps, self.unfinished)
+        adapter = self.adapter
+        if adapter is not None:
+            note_ending(record, adapter)
         return record, self.steps
 
 
@@ -197,6 +200,18 @@ def episode_record(
         error=error,
         wall_time=wall_time,
     )
+
+
+def note_ending(record: EpisodeRecord, adapter: Any) -> None:
+    """How the episode ended in the adapter's terms: its step limit, an ending the agent chose, an irreversible failure."""
+    limit = getattr(adapter, "time_limit", None)
+    record.step_limit = limit() if callable(limit) else None
+    if record.error is not None:
+        return
+    record.agent_ended = record.reason in getattr(adapter, "agent_endings", ())
+    if not record.success:
+        irreversible = record.reason in getattr(adapter, "irreversible_endings", ())
+        record.irreversible = record.reason if irreversible else getattr(adapter, "destroyed", None)
 
 
 class _WallTimeout(BaseException):

@@ -45,6 +45,11 @@ class _OrderedWriter:
         """Commit the episodes ready in order; ``everything`` (on Ctrl-C) also those finished after a gap."""
         if everything and self.done:
             self.batch += [self.done.pop(i) for i in sorted(self.done)]  # their ids leave a gap: the episodes never run
+        if everything and self.batch:
+            # A Ctrl-C may have landed after a commit and before the batch was cleared: what is stored is not stored again.
+            self.store.refresh()
+            stored = self.store.episode_ids()
+            self.batch = [item for item in self.batch if item[0].episode_id not in stored]
         if self.batch:
             records = [s for _, steps in self.batch if not isinstance(steps, pa.Table) for s in steps]
             tables = [steps for _, steps in self.batch if isinstance(steps, pa.Table)]

@@ -192,6 +192,54 @@ def test_code_repair_by_tool_calls_passes_and_an_unknown_tool_is_counted_invalid
     assert roles.count("tool") == 4  # every call was answered, the invalid one included
 
 
+# -- streaming ---------------------------------------------------------------------------------------------------
+CODE_SCRIPT = [
+    [("view", json.dumps({"path": "calc.py"}))],
+    [("replace", json.dumps({"path": "calc.py", "start": 2, "end": 2, "text": "    return a + b"}))],
+    [("submit", "{}")],
+]
+
+
+@pytest.mark.parametrize("output", ["tools", "text"])
+def test_a_streamed_episode_stores_what_a_plain_one_stores_and_the_time_to_first_token(tmp_path, output):
+    def model(request: dict[str, Any]) -> Reply:
+        step = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        ((name, arguments),) = CODE_SCRIPT[step]
+        if output == "tools":
+            return Reply(content=None, tool_calls=[(name, arguments)])
+        return Reply(content=json.dumps({"tool": name, **json.loads(arguments)}))
+
+    runs = {}
+    for stream in (False, True):
+        harness = default_harness(CODE.env_id, output=output)
+        harness = harness.model_copy(update={"sampling": harness.sampling.model_copy(update={"stream": stream})})
+        with ChatServer(model) as server:
+            runs[stream] = one_episode(rollout(CODE, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0]))
+            assert all(bool(body.get("stream")) is stream for body in server.bodies())
+    (plain, plain_steps), (streamed, streamed_steps) = runs[False], runs[True]
+    assert streamed.success and [s.action for s in streamed_steps] == [s.action for s in plain_steps]
+    assert (streamed.input_tokens, streamed.output_tokens) == (plain.input_tokens, plain.output_tokens)  # the last chunk's usage
+    calls = [json.loads(s.calls)[0] for s in streamed_steps]
+    assert all(
+        c["envrigger.usage.estimated"] is False and 0 < c["envrigger.time_to_first_token_s"] <= c["envrigger.latency_s"] for c in calls
+    )
+    assert all(json.loads(s.calls)[0]["envrigger.time_to_first_token_s"] is None for s in plain_steps)
+
+
+def test_a_stream_cut_halfway_is_retried_and_never_read_as_a_shorter_reply():
+    replies = iter([Reply(content='{"tool": "submit"}', cut=True)])
+
+    def model(request: dict[str, Any]) -> Reply:
+        return next(replies, None) or Reply(content='{"tool": "submit"}')
+
+    harness = default_harness(CODE.env_id)
+    harness = harness.model_copy(update={"sampling": harness.sampling.model_copy(update={"stream": True})})
+    with ChatServer(model) as server:
+        episode, steps = one_episode(rollout(CODE, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0]))
+    assert episode.error is None and json.loads(steps[0].calls)[0]["envrigger.endpoint.attempts"] == 2
+    assert steps[0].action == json.dumps('{"tool": "submit"}') and episode.parse_failures == 0
+
+
 # -- endpoint errors ----------------------------------------------------------------------------------------------
 def test_a_429_with_retry_after_and_a_500_are_retried_and_the_attempts_recorded():
     replies = iter([Reply(status=429, retry_after=0.05), Reply(status=500)])
