@@ -212,6 +212,7 @@ def _chat_agent(
 ) -> Any:  # fmt: skip
     """The chat agent's factory, after every check that can fail (nothing is written before they pass)."""
     from envrigger.agents import AgentHarness, ChatAgentFactory, Endpoint, check_endpoint, default_harness, text_view
+    from envrigger.agents.chat import read_prices
 
     if agent != "chat":
         raise UserError(f"--agent: got {agent!r}; the agent envrigger drives is chat")
@@ -228,17 +229,7 @@ def _chat_agent(
         text_view(env)
     finally:
         env.close()
-    table: dict[str, tuple[float, float]] = {}
-    if prices is not None:
-        try:
-            raw = json.loads(prices.read_text())
-            table = {str(k): (float(v[0]), float(v[1])) for k, v in raw.items() if len(v) == 2 and min(float(v[0]), float(v[1])) >= 0}
-            if len(table) != len(raw):
-                raise ValueError("a price is not two non-negative numbers")
-        except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
-            raise UserError(
-                f'--prices: {prices} is not {{"MODEL": [USD per 1M input tokens, per 1M output tokens]}} ({str(error).splitlines()[0][:80]})'
-            ) from None
+    table = read_prices(prices) if prices is not None else {}
     endpoint = Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout, prices=table)
     check_endpoint(endpoint)
     return ChatAgentFactory(harness, endpoint)
@@ -680,6 +671,10 @@ def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
     print_table(table)
     console.print(f"per-seed runs in {target}/seed-*; the numbers above are in {target / 'result.json'}")
 
+
+from envrigger.ledger.cli import ledger_app  # noqa: E402 - the sub-commands' module imports only what the CLI needs
+
+app.add_typer(ledger_app, name="ledger")
 
 library_app = typer.Typer(help="Inspect and edit an admitted-environment library.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(library_app, name="library")

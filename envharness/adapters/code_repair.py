@@ -28,7 +28,7 @@ class CodeRepairAdapter(Adapter):
 
     family = "code_repair"
     capabilities = frozenset({"files"})
-    neutral_kwargs = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation")
+    neutral_kwargs = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation", "reviewer")
     state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
     # A submit is the agent's own ending, and one that fails is final: the hidden tests ran.
     irreversible_endings = frozenset({"hidden tests fail"})

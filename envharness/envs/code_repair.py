@@ -12,6 +12,7 @@ LLM agent would emit them)::
     {"tool": "replace", "path": "calc.py", "start": 2, "end": 2, "text": "    return a + b"}
     {"tool": "run_tests"}                       # the visible tests
     {"tool": "submit"}                          # the hidden tests decide; the episode ends
+    {"tool": "ask_human", "question": "..."}    # only with a reviewer: a human intervention
 
 Observations are text: the task, then the last tool's output. Success means every hidden
 test passes (fail-to-pass and pass-to-pass), judged from the values the agent's module
@@ -39,6 +40,8 @@ from envharness.envs.code_tasks import TASKS, CodeTask
 from envharness.toolcall import parse_tool_call
 
 TOOLS = ("list", "view", "replace", "run_tests", "submit")
+ASK_HUMAN = "ask_human"
+REVIEWERS = ("hint", "fix", "silent")  # what the scripted reviewer answers ask_human with
 CHARSET = "".join(sorted(set(string.printable) - set("\x0b\x0c")))
 OBS_LIMIT = 8000
 HIDDEN_FILE = "test_hidden_suite.py"
@@ -537,6 +540,9 @@ class CodeRepairEnv(gym.Env):
         output_limit: characters of tool output shown.
         allow_weak_isolation: run the agent's code even where the subprocess sandbox cannot
             isolate it (not root, no cgroups); refused by default.
+        reviewer: offer an ``ask_human`` tool, answered by a scripted reviewer: ``hint`` (the
+            lines the bug is on), ``fix`` (the fixed lines) or ``silent`` (no help). Each call
+            is a human intervention (``info["human_intervention"]``); success is unchanged.
 
     Example:
         >>> import json
@@ -557,8 +563,13 @@ class CodeRepairEnv(gym.Env):
         output_limit: int = 3000,
         render_mode: str | None = None,
         allow_weak_isolation: bool = False,
+        reviewer: str | None = None,
     ) -> None:
         names = [t.name for t in TASKS]
+        if reviewer is not None and reviewer not in REVIEWERS:
+            raise ValueError(f"reviewer: got {reviewer!r}; use one of {', '.join(REVIEWERS)} (or none, for no ask_human tool)")
+        self.reviewer = reviewer
+        self.tools = (*TOOLS, ASK_HUMAN) if reviewer is not None else TOOLS
         if task is not None and task not in names:
             raise ValueError(f"task {task!r} is unknown; use one of {', '.join(names)}")
         if type(output_limit) is not int or not 100 <= output_limit <= OBS_LIMIT:
@@ -581,7 +592,7 @@ class CodeRepairEnv(gym.Env):
     def _text(self, output: str) -> str:
         header = (
             f"Task: {self.task.description}\nFiles: {', '.join(sorted(self.files))}\n"
-            f'Tools: {", ".join(TOOLS)} (JSON actions, e.g. {{"tool": "view", "path": "{self.task.path}"}})\n\n'
+            f'Tools: {", ".join(self.tools)} (JSON actions, e.g. {{"tool": "view", "path": "{self.task.path}"}})\n\n'
         )
         text = header + output[: self.output_limit]
         text = "".join(c if c in CHARSET else "?" for c in text)
@@ -592,6 +603,15 @@ class CodeRepairEnv(gym.Env):
 
     def _numbered(self, path: str) -> str:
         return "\n".join(f"{i:3d}| {line}" for i, line in enumerate(self.files[path].splitlines(), start=1))
+
+    def _review(self) -> str:
+        """The scripted reviewer's answer: where the bug is, the fix itself, or nothing."""
+        fix = self.task.fix
+        if self.reviewer == "hint":
+            return "reviewer: the bug is on " + ", ".join(f"lines {a}-{b}" if a != b else f"line {a}" for a, b, _ in fix) + f" of {self.task.path}"
+        if self.reviewer == "fix":
+            return "reviewer: replace " + "; ".join(f"lines {a}-{b} with:\n{text}" for a, b, text in fix)
+        return "reviewer: I cannot help with this one."
 
     # -- gymnasium API -------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
@@ -609,8 +629,8 @@ class CodeRepairEnv(gym.Env):
         info: dict[str, Any] = {}
         try:
             call = parse_tool_call(action)  # the rules that judge tool calls read them with the same parser
-            if call.get("tool") not in TOOLS:
-                raise ValueError(f"'tool' must be one of {', '.join(TOOLS)}")
+            if call.get("tool") not in self.tools:
+                raise ValueError(f"'tool' must be one of {', '.join(self.tools)}")
             tool = call["tool"]
             info["tool"] = tool
             reward, terminated = 0.0, False
@@ -631,6 +651,9 @@ class CodeRepairEnv(gym.Env):
                 lines[start - 1 : end] = text.splitlines()
                 self.files[path] = "\n".join(lines) + "\n"
                 output = f"replaced lines {start}-{end} of {path}:\n{self._numbered(path)}"
+            elif tool == ASK_HUMAN:
+                info["human_intervention"] = 1
+                output = self._review()
             elif tool == "run_tests":
                 self.test_runs += 1
                 module = {self.task.path: self.files[self.task.path]}

@@ -121,6 +121,20 @@ def check_endpoint(endpoint: Endpoint) -> list[str]:
     return offered
 
 
+def read_prices(path: Any) -> dict[str, tuple[float, float]]:
+    """A price table file, ``{"MODEL": [USD per 1M input tokens, per 1M output tokens]}``; a one-line SpecError if it is not one."""
+    try:
+        raw = json.loads(open(path).read())
+        table = {str(k): (float(v[0]), float(v[1])) for k, v in raw.items() if len(v) == 2 and min(float(v[0]), float(v[1])) >= 0}
+        if len(table) != len(raw):
+            raise ValueError("a price is not two non-negative numbers")
+    except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
+        raise SpecError(
+            f'--prices: {path} is not {{"MODEL": [USD per 1M input tokens, per 1M output tokens]}} ({str(error).splitlines()[0][:80]})'
+        ) from None
+    return table
+
+
 def compress(messages: list[dict[str, Any]]) -> str:
     """Messages as stored with a call: zlib-compressed JSON, base64 (read back with :func:`decompress`).
 

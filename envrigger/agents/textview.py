@@ -62,6 +62,14 @@ CODE_TOOLS: list[dict[str, Any]] = [
         },
     },
 ]
+ASK_HUMAN_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "ask_human",
+        "description": "Ask the human reviewer for help (counted as a human intervention).",
+        "parameters": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]},
+    },
+}
 
 
 class UnusableReply(ValueError):
@@ -84,9 +92,10 @@ class TextView:
         ('tool_calls', '{"tool": "list"}')
     """
 
-    def __init__(self, kind: str, action_space: gym.Space) -> None:
+    def __init__(self, kind: str, action_space: gym.Space, ask_human: bool = False) -> None:
         self.kind = kind
         self.action_space = action_space
+        self.ask_human = ask_human  # code repair with a reviewer: an ask_human tool too
 
     def describe(self, obs: Any) -> tuple[str, list[str]]:
         """(the observation as text, the commands it lists)."""
@@ -129,7 +138,7 @@ class TextView:
     def tools(self, commands: list[str]) -> list[dict[str, Any]]:
         """The OpenAI function tools offered this turn (``output: tools``)."""
         if self.kind == "tool_calls":
-            return CODE_TOOLS
+            return [*CODE_TOOLS, ASK_HUMAN_TOOL] if self.ask_human else CODE_TOOLS
         if self.kind == "commands":
             parameters = {"type": "object", "properties": {"command": {"type": "string", "enum": commands}}, "required": ["command"]}
             return [
@@ -171,7 +180,8 @@ def text_view(env: gym.Env) -> TextView:
     ):
         return TextView("commands", act_space)
     if isinstance(obs_space, gym.spaces.Text) and isinstance(act_space, gym.spaces.Text):
-        return TextView("tool_calls" if type(raw).__name__ == "CodeRepairEnv" else "text", act_space)
+        code = type(raw).__name__ == "CodeRepairEnv"
+        return TextView("tool_calls" if code else "text", act_space, ask_human=code and getattr(raw, "reviewer", None) is not None)
     name = env.spec.id if env.spec is not None else type(raw).__name__
     raise SpecError(
         f"{name}: its observations ({type(obs_space).__name__}) and actions ({type(act_space).__name__}) cannot be made text "

@@ -78,7 +78,7 @@ class _Play:
     """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
 
     __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
-                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished")  # fmt: skip
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished", "humans")  # fmt: skip
 
     def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
         self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
@@ -91,6 +91,7 @@ class _Play:
         self.error: str | None = None
         self.done, self.obs, self.info = False, None, {}
         self.unfinished: list[dict[str, Any]] = []
+        self.humans = 0  # steps the env handed to a person (code repair's ask_human)
         try:
             if hasattr(policy, "reset"):
                 policy.reset(seed)
@@ -110,6 +111,8 @@ class _Play:
             if calls is not None:
                 add_calls(record, calls)
             steps.append(record)
+            if "human_intervention" in info:
+                self.humans += 1
             self.total += float(reward)
             self.obs, self.info = obs, info
             if terminated or truncated:
@@ -131,6 +134,8 @@ class _Play:
         )  # fmt: skip
         if any(step.model_calls is not None for step in self.steps) or self.unfinished:
             sum_calls(record, self.steps, self.unfinished)
+        if self.humans:
+            record.human_interventions = self.humans
         adapter = self.adapter
         if adapter is not None:
             note_ending(record, adapter)
