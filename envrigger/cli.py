@@ -581,6 +581,9 @@ def _show_round(summary: dict[str, Any]) -> None:
             f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}"
         )
     console.print(line)
+    for arm, found in summary.get("arm_findings", {}).items():
+        for finding in found:
+            console.print(f"  {arm}: {finding['title']}")
 
 
 def _fmt(value: float | None, spec: str = ".1f") -> str:

@@ -608,7 +608,11 @@ class CodeRepairEnv(gym.Env):
         """The scripted reviewer's answer: where the bug is, the fix itself, or nothing."""
         fix = self.task.fix
         if self.reviewer == "hint":
-            return "reviewer: the bug is on " + ", ".join(f"lines {a}-{b}" if a != b else f"line {a}" for a, b, _ in fix) + f" of {self.task.path}"
+            return (
+                "reviewer: the bug is on "
+                + ", ".join(f"lines {a}-{b}" if a != b else f"line {a}" for a, b, _ in fix)
+                + f" of {self.task.path}"
+            )
         if self.reviewer == "fix":
             return "reviewer: replace " + "; ".join(f"lines {a}-{b} with:\n{text}" for a, b, text in fix)
         return "reviewer: I cannot help with this one."

@@ -124,7 +124,7 @@ def eval_command(
         if shared:
             raise UserError(
                 f"{run} played {len(shared)} of this ledger's held-out tasks ({', '.join(shared[:3])}); a release trained on them "
-                "would not be measured on unseen tasks: make the ledger with --avoid RUN, or train with `envrigger run --ledger`"
+                "would not be measured on unseen tasks: make the ledger with --avoid RUN"
             )
     table = read_prices(prices) if prices is not None else {}
     cell = _factors(ledger, base_url, model, policy, harness_path, env, library_version, api_key_env, request_timeout, table)

@@ -5,7 +5,8 @@ ours uses, skipping every level a given loop run played), :func:`loop_levels` (t
 loop run trained, collected, validated or selected on), :func:`check_env` (the env a cell
 faces plays the ledger's tasks at their seeds), :func:`evaluate_cell` (one episode per
 task, stored as a run beside the ledger; one :class:`~envrigger.ledger.store.TaskResult` per
-task) and :func:`definitions` (what each recorded metric means).
+task), :func:`diversity` (behaviour diversity of any run, for the loop's rounds) and
+:func:`definitions` (what each recorded metric means).
 """
 
 from __future__ import annotations
@@ -154,6 +155,17 @@ def results_of(store: TrajectoryStore, seeds: list[int]) -> list[TaskResult]:
     if missing:
         raise TrajectoryError(f"the evaluation stored no episode for task seeds {missing[:3]}; evaluate again")
     return [by_seed[seed] for seed in seeds]
+
+
+def diversity(store: TrajectoryStore) -> dict[str, float | None]:
+    """Behaviour diversity of a run: the share of episodes with an action sequence of their own, and the state-visit entropy."""
+    from envrigger.ledger.attribution import summarize
+
+    seeds = [int(s) for s in store.episodes_table(["seed"]).column("seed").to_pylist() if s is not None]
+    if not seeds or len(set(seeds)) != len(seeds):
+        return {"distinct_actions": None, "visit_entropy": None}
+    summary = summarize(results_of(store, seeds))
+    return {"distinct_actions": summary["distinct_actions"], "visit_entropy": summary["visit_entropy"]}
 
 
 def definitions() -> dict[str, str]:

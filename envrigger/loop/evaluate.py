@@ -43,6 +43,9 @@ def evaluate(
         "env_steps": int(lengths.sum()),
         "levels": len(set(levels)),
     }
+    from envrigger.ledger.evaluate import diversity  # the ledger's measures, so a round and a release read alike
+
+    result["diversity"] = diversity(store)
     if trained_on is not None:
         result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
     return result

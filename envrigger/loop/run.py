@@ -167,6 +167,14 @@ def _run_loop(
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
             seconds["select"] = time.perf_counter() - clock
             summary["arms"][arm.name] = {"train": trained, "interaction": spent, "validation": scored}
+            before = summaries[-1]["arms"].get(arm.name, {}).get("validation") if summaries else None
+            if before is not None and "diversity" in before and None not in scored["diversity"].values():
+                from envrigger.ledger.attribution import collapse
+
+                pair = [{"accepted": v["success"], **v["diversity"]} for v in (before, scored)]
+                found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
+                if found is not None:  # more uniform on the validation levels, and no better: it stopped exploring
+                    summary.setdefault("arm_findings", {})[arm.name] = [found]
             summary.setdefault("stage_seconds", {})[arm.name] = seconds  # wall time by stage, like wall_time not stable
         summary["wall_time"] = time.perf_counter() - started
         for arm in arms:
