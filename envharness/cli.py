@@ -344,6 +344,65 @@ IMPORT_HELP = (
 )
 
 
+@app.command("serve")
+def serve_command(
+    spec_arg: str = typer.Argument(..., metavar="SPEC.json|ENV_ID", help="A spec file, or a Gymnasium id for the unreshaped env."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; anything but loopback needs --token-env."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind."),
+    record: Path = typer.Option(None, "--record", metavar="RUN", help="Store every session's episode in this run directory."),
+    token_env: str = typer.Option(None, "--token-env", metavar="NAME", help="The variable holding the bearer token clients must send."),
+    max_sessions: int = typer.Option(64, "--max-sessions", min=1, max=100_000, help="Sessions open at once; more get 429."),
+    idle_timeout: float = typer.Option(600.0, "--idle-timeout", min=0.05, help="Seconds a session may sit idle before it is closed."),
+    max_body: int = typer.Option(1 << 20, "--max-body", min=256, help="Largest request body in bytes; larger get 413."),
+    allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
+) -> None:
+    """Serve a wrapped env over HTTP: any agent, in any language, plays it with reset/step and cannot forge its verdict.
+
+    Example: envharness serve MiniGrid-DoorKey-6x6-v0 --port 8000 --record runs/served
+    Example: OUR_TOKEN=s3cret envharness serve spec.json --host 0.0.0.0 --token-env OUR_TOKEN
+    """
+    import os
+
+    from envharness.serve import EnvService, is_loopback, serve
+    from envharness.spec import HarnessSpec
+
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UserError('serving needs the serve extra: pip install "envharness[serve]"') from None
+    path = Path(spec_arg)
+    spec = _read_spec(path) if path.suffix == ".json" or path.exists() else HarnessSpec(env_id=spec_arg)
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise UserError(f"--token-env: the variable {token_env} is not set (or empty); export the token there")
+    elif not is_loopback(host):
+        raise UserError(f"--host {host} is not loopback: clients must authenticate; give --token-env NAME (the variable holding the token)")
+    recorder = _recorder(record) if record is not None else None
+    service = EnvService(
+        spec, max_sessions=max_sessions, idle_timeout=idle_timeout, recorder=recorder, allow_imports=tuple(allow_import or ())
+    )
+    print(
+        f"serving {spec.env_id} (spec {spec.hash()}) at http://{host}:{port}/v1 ({'bearer token required' if token else 'no token'})",
+        flush=True,
+    )
+    serve(service, host=host, port=port, token=token, max_body=max_body)
+
+
+def _recorder(run: Path) -> Any:
+    """The recorder registered under the entry point group ``envharness.recorders`` (envrigger's run store)."""
+    from importlib.metadata import entry_points
+
+    found = [e for e in entry_points(group="envharness.recorders") if e.name == "store"]
+    if not found:
+        raise UserError(
+            "--record needs envrigger's recorder (the envharness distribution installs it); reinstall with pip install envharness"
+        )
+    return found[0].load()(run)
+
+
 def take_imports(argv: list[str]) -> tuple[list[str], list[str]]:
     """Split ``--import MODULE`` / ``--import=MODULE`` out of ``argv``: (the rest, the modules)."""
     rest, modules, it = [], [], iter(argv)

@@ -206,3 +206,46 @@ def last_user(request: dict[str, Any]) -> str:
 def listed_commands(request: dict[str, Any]) -> list[str]:
     """The commands a TextWorld turn lists (the default harness's "- command" lines)."""
     return [line[2:] for line in last_user(request).splitlines() if line.startswith("- ")]
+
+
+# -- a code-repair agent with known strengths, for ledgers ---------------------------------------------------------
+RETRY_PREFIX = "That reply could not be used"  # the default harness's retry message begins so
+
+
+def repair_model(request: dict[str, Any]) -> Reply:
+    """A scripted code-repair agent whose releases differ in known ways (the model name picks which one answers).
+
+    ``strong`` knows the fix of every task; ``weak`` only of every other task (by its place
+    in the task list) and submits at once on the rest. Both answer every turn first with
+    prose, so a harness with no retries wastes every turn and one with a retry does not.
+    Where the env offers ``ask_human`` (a reviewer), a model that does not know a fix asks
+    first and then applies it. Text output mode; deterministic per conversation.
+    """
+    messages = request["messages"]
+    if not str(messages[-1].get("content", "")).startswith(RETRY_PREFIX):
+        return Reply(content="Let me think about what the bug could be before I act.")
+    done = 0
+    for message in messages:
+        if message["role"] == "assistant":
+            try:
+                json.loads(message["content"])
+                done += 1
+            except (ValueError, TypeError):
+                pass
+    steps = _repair_plan(request["model"], str(messages[1]["content"]))
+    return Reply(content=json.dumps(steps[min(done, len(steps) - 1)]))
+
+
+def _repair_plan(model: str, first: str) -> list[dict[str, Any]]:
+    import re
+
+    from envharness.envs.code_tasks import TASKS
+
+    path = re.search(r'"path": "([^"]+)"', first)
+    index, task = next((i, t) for i, t in enumerate(TASKS) if path is not None and t.path == path.group(1))
+    fix = [{"tool": "replace", "path": task.path, "start": a, "end": b, "text": text} for a, b, text in sorted(task.fix, reverse=True)]
+    if model == "strong" or index % 2 == 0:
+        return [{"tool": "view", "path": task.path}, *fix, {"tool": "submit"}]
+    if "ask_human" in first:
+        return [{"tool": "ask_human", "question": "Which lines are wrong, and what should they say?"}, *fix, {"tool": "submit"}]
+    return [{"tool": "submit"}]

@@ -52,6 +52,7 @@ EPISODE_SCHEMA = pa.schema(
         ("step_limit", pa.int64()),
         ("agent_ended", pa.bool_()),
         ("irreversible", pa.string()),
+        ("session_id", pa.string()),  # an episode played through `envharness serve`: its session
     ]
 )
 
@@ -277,6 +278,7 @@ class EpisodeRecord:
     step_limit: int | None = None
     agent_ended: bool | None = None
     irreversible: str | None = None
+    session_id: str | None = None
 
     @property
     def failed(self) -> bool:

@@ -1,6 +1,6 @@
 """Ledgers with ground truth: releases of a scripted code-repair agent that differ in a known model, harness or environment.
 
-The scripted agent (``scripted_repair``) makes each cause plain: the ``strong`` model knows
+The scripted agent (``envrigger.agents.scripted.repair_model``) makes each cause plain: the ``strong`` model knows
 every fix and ``weak`` half of them; a harness without retries wastes every turn of a model
 whose first reply is prose; an env with a reviewer (``ask_human``) lets the weak model fix
 what it does not know. ``compare`` must name the factor, attribute the change to it with an
@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_repair import harness_file, model
 
 from envharness import HarnessSpec
 from envharness.cli import run_cli
+from envrigger.agents import default_harness
 from envrigger.agents.scripted import ChatServer
+from envrigger.agents.scripted import repair_model as model
 from envrigger.cli import app
 from envrigger.data import TrajectoryError
 from envrigger.ledger import Ledger, compare
@@ -39,6 +40,14 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 @pytest.fixture(autouse=True)
 def api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "local")
+
+
+def harness_file(tmp_path: Path, retries: int, temperature: float = 0.0) -> Path:
+    harness = default_harness(CODE)
+    harness = harness.model_copy(update={"retries": retries, "sampling": harness.sampling.model_copy(update={"temperature": temperature})})
+    path = tmp_path / f"harness-r{retries}-t{temperature}.json"
+    path.write_text(harness.to_json())
+    return path
 
 
 def cli(*args: str) -> int:

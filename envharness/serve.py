@@ -1,0 +1,333 @@
+"""A wrapped env over HTTP: :func:`create_app` (a FastAPI app) and :func:`serve` (run it with uvicorn).
+
+Routes (JSON in and out; errors are ``{"error": "one line"}`` with a status code):
+
+- ``GET /healthz``: liveness and the number of open sessions.
+- ``GET /v1/spec``: the spec and both spaces described as JSON (:func:`envharness.wire.describe_space`).
+- ``POST /v1/sessions`` ``{"seed": S, "options": {...}}``: a new episode, ``{session_id, observation, info}``.
+- ``POST /v1/sessions/{id}/step`` ``{"action": A}``: ``{observation, reward, terminated, truncated, info}``
+  with the verdict in ``info["verdict"]``; an action is decoded and refused exactly as
+  in-process (400); a step after the episode ended is refused (409).
+- ``DELETE /v1/sessions/{id}``: close it.
+
+The verdict is computed here, by the harness, from the base env: nothing a client sends
+can change it (an ``info`` or a verdict in a request is not read; unknown fields are
+refused). A bearer token (``Authorization: Bearer ...``) is required whenever one is set,
+and one must be set to bind to anything but loopback. Bodies over ``max_body`` bytes get
+413, sessions past ``max_sessions`` get 429, sessions idle past ``idle_timeout`` seconds
+are closed. With a ``recorder`` (``--record RUN`` on the CLI), every episode a session
+plays is handed to it when it ends (see :class:`Recorder`).
+
+(No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations,
+and ``Request`` is imported inside :func:`create_app`, so fastapi stays optional.)
+"""
+
+import hmac
+import ipaddress
+import json
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from envharness.errors import ActionError, EnvHarnessError, EpisodeEndedError, SpecError
+from envharness.wire import decode, describe_space, encode
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+class Recorder(Protocol):
+    """Where a server's episodes go (``envrigger`` provides one that writes a run directory, under the entry point
+    group ``envharness.recorders``, name ``store``)."""
+
+    def record(self, spec: Any, env: Any, session_id: str, seed: int | None, steps: list[tuple[Any, ...]], verdict: Any, info: dict[str, Any],
+               error: str | None, wall_time: float) -> None: ...  # fmt: skip
+
+
+@dataclass
+class Session:
+    env: Any
+    seed: int | None
+    info: dict[str, Any]
+    started: float = field(default_factory=time.perf_counter)
+    used: float = field(default_factory=time.monotonic)
+    steps: list[tuple[Any, ...]] = field(default_factory=list)  # (action, obs, reward, terminated, truncated, info)
+    done: bool = False
+    recorded: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class EnvService:
+    """The sessions of one served spec, independent of the web framework (the app's routes call it).
+
+    Example:
+        >>> from envharness import HarnessSpec
+        >>> service = EnvService(HarnessSpec(env_id="CartPole-v1"))
+        >>> opened = service.open({"seed": 0})
+        >>> step = service.step(opened["session_id"], {"action": 1})
+        >>> sorted(step), step["info"]["verdict"]["reason"]
+        (['info', 'observation', 'reward', 'terminated', 'truncated'], 'in progress')
+    """
+
+    def __init__(self, spec: Any, max_sessions: int = 64, idle_timeout: float = 600.0, recorder: Recorder | None = None,
+                 allow_imports: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.spec, self.max_sessions, self.idle_timeout, self.recorder = spec, max_sessions, idle_timeout, recorder
+        self.allow_imports = allow_imports
+        probe = spec.build(allow_imports=list(allow_imports))
+        self.observation_space, self.action_space = probe.observation_space, probe.action_space
+        self.described = {
+            "spec": json.loads(spec.to_json()),
+            "observation_space": describe_space(probe.observation_space),
+            "action_space": describe_space(probe.action_space),
+        }
+        self._idle: list[Any] = [probe]  # built envs waiting for a session (building one costs more than a reset)
+        self.sessions: dict[str, Session] = {}
+        self.lock = threading.Lock()
+
+    # -- sessions ----------------------------------------------------------------------
+    def open(self, body: dict[str, Any]) -> dict[str, Any]:
+        _only(body, {"seed", "options"}, "POST /v1/sessions")
+        seed, options = body.get("seed"), body.get("options")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63):
+            raise HTTPError(400, f"seed: got {str(seed)[:40]}; give a whole number >= 0, or leave it out")
+        if options is not None and not isinstance(options, dict):
+            raise HTTPError(400, "options: give a JSON object, or leave it out")
+        self.reap()
+        with self.lock:
+            if len(self.sessions) >= self.max_sessions:
+                raise HTTPError(429, f"{len(self.sessions)} sessions are open, the most this server allows; close one (DELETE) and retry")
+            env = self._idle.pop() if self._idle else None
+        if env is None:
+            env = self.spec.build(allow_imports=list(self.allow_imports))
+        try:
+            obs, info = env.reset(seed=seed, options=options)
+        except EnvHarnessError as error:
+            self._return(env)
+            raise HTTPError(400, f"reset refused: {str(error).splitlines()[0]}") from None
+        session_id = secrets.token_hex(8)
+        with self.lock:
+            self.sessions[session_id] = Session(env, seed, dict(info))
+        return {"session_id": session_id, "observation": encode(obs), "info": encode(info)}
+
+    def step(self, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        _only(body, {"action"}, "POST /v1/sessions/{id}/step")
+        if "action" not in body:
+            raise HTTPError(400, 'the body needs "action": {"action": ...}')
+        session = self._session(session_id)
+        with session.lock:
+            session.used = time.monotonic()
+            try:
+                action = decode(self.action_space, body["action"])
+                obs, reward, terminated, truncated, info = session.env.step(action)
+            except EpisodeEndedError:
+                raise HTTPError(409, f"session {session_id}: the episode has ended; open a new session to play again") from None
+            except ActionError as error:
+                raise HTTPError(400, str(error).splitlines()[0]) from None
+            except Exception as error:  # the env raised: the episode ends, recorded with its error
+                self._finish(session_id, session, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+                raise HTTPError(
+                    500, f"the env raised {type(error).__name__}; the episode ended and session {session_id} is closed"
+                ) from None
+            session.steps.append((action, obs, reward, terminated, truncated, info))
+            if terminated or truncated:
+                session.done = True
+                self._record(session_id, session, None)
+        return {"observation": encode(obs), "reward": encode(float(reward)), "terminated": bool(terminated), "truncated": bool(truncated),
+                "info": encode(info)}  # fmt: skip
+
+    def close(self, session_id: str) -> dict[str, Any]:
+        session = self._session(session_id)
+        with session.lock:
+            self._finish(session_id, session, None if session.done else "the client closed the session before the episode ended")
+        return {"closed": session_id}
+
+    def reap(self) -> int:
+        """Close every session idle past the timeout; how many were closed."""
+        now = time.monotonic()
+        with self.lock:
+            stale = [(k, s) for k, s in self.sessions.items() if now - s.used > self.idle_timeout]
+        for session_id, session in stale:
+            with session.lock:
+                self._finish(session_id, session, f"the session was idle for more than {self.idle_timeout:g} s")
+        return len(stale)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.sessions)
+
+    # -- inside --------------------------------------------------------------------------
+    def _session(self, session_id: str) -> Session:
+        with self.lock:
+            session = self.sessions.get(session_id)
+        if session is None:
+            raise HTTPError(404, f"no session {session_id[:40]!r}; open one with POST /v1/sessions (idle sessions are closed)")
+        return session
+
+    def _finish(self, session_id: str, session: Session, error: str | None) -> None:
+        self._record(session_id, session, error)
+        with self.lock:
+            self.sessions.pop(session_id, None)
+        if error is None or session.done:
+            self._return(session.env)
+        else:
+            session.env.close()
+
+    def _record(self, session_id: str, session: Session, error: str | None) -> None:
+        if self.recorder is None or session.recorded or not (session.steps or session.done):
+            return  # nothing was played: no episode to keep
+        session.recorded = True
+        verdict = session.steps[-1][5].get("verdict") if session.steps and error is None else None
+        self.recorder.record(self.spec, session.env, session_id, session.seed, session.steps, verdict, session.info, error,
+                             time.perf_counter() - session.started)  # fmt: skip
+
+    def _return(self, env: Any) -> None:
+        with self.lock:
+            if len(self._idle) < 8:
+                self._idle.append(env)
+                return
+        env.close()
+
+
+def _only(body: Any, allowed: set[str], route: str) -> None:
+    if not isinstance(body, dict):
+        raise HTTPError(400, f"{route}: the body must be a JSON object")
+    extra = sorted(set(body) - allowed)
+    if extra:  # a forged info or verdict is refused, not ignored silently
+        raise HTTPError(
+            400, f"{route}: unknown field {extra[0]!r}; send only {', '.join(sorted(allowed))} (the server computes info and the verdict)"
+        )
+
+
+def create_app(service: EnvService, token: str | None = None, max_body: int = 1 << 20) -> Any:
+    """The FastAPI app over ``service``: bearer auth when ``token`` is set, bodies limited to ``max_body`` bytes."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI(title="envharness serve", description=f"{service.spec.env_id}, served with its verdict enforced")
+
+    def error(status: int, message: str) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+        return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        if token is not None and request.url.path != "/healthz":
+            given = request.headers.get("authorization", "")
+            if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
+                return error(401, "missing or wrong bearer token; send Authorization: Bearer <the server's token>")
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > max_body):
+            return error(413, f"the body is over {max_body} bytes; send a smaller one")
+        return await call_next(request)
+
+    async def body_of(request: Request) -> Any:
+        raw = b""
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > max_body:
+                raise HTTPError(413, f"the body is over {max_body} bytes; send a smaller one")
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise HTTPError(400, "the body is not JSON; send a JSON object") from None
+
+    @app.exception_handler(HTTPError)
+    async def refused(request: Request, exc: HTTPError) -> JSONResponse:
+        return error(exc.status, exc.message)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "env_id": service.spec.env_id, "sessions": service.count()}
+
+    @app.get("/v1/spec")
+    def spec() -> dict[str, Any]:
+        return service.described
+
+    @app.post("/v1/sessions")
+    async def open_session(request: Request) -> Any:
+        body = await body_of(request)
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(service.open, body)
+
+    @app.post("/v1/sessions/{session_id}/step")
+    async def step(session_id: str, request: Request) -> Any:
+        body = await body_of(request)
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(service.step, session_id, body)
+
+    @app.delete("/v1/sessions/{session_id}")
+    async def close(session_id: str) -> Any:
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(service.close, session_id)
+
+    return app
+
+
+def serve(service: EnvService, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, max_body: int = 1 << 20) -> None:
+    """Run the app with uvicorn until interrupted (a reaper thread closes idle sessions)."""
+    import uvicorn
+
+    if token is None and not is_loopback(host):
+        raise SpecError(f"--host {host} is not loopback: set a bearer token with --token-env NAME (the variable holding it)")
+    stop = threading.Event()
+
+    def reap() -> None:
+        while not stop.wait(min(5.0, max(service.idle_timeout / 4, 0.05))):
+            service.reap()
+
+    threading.Thread(target=reap, daemon=True, name="envharness-reaper").start()
+    config = uvicorn.Config(create_app(service, token, max_body), host=host, port=port, log_level="warning", access_log=False)
+    server = uvicorn.Server(config)
+    try:
+        server.run()
+    finally:
+        stop.set()
+
+
+class background:  # noqa: N801 - used like a function: background(service) -> a running server
+    """Serve ``service`` on a free loopback port in a thread (for tests, notebooks and benchmarks); ``url`` and ``stop()``."""
+
+    def __init__(self, service: EnvService, token: str | None = None, max_body: int = 1 << 20) -> None:
+        import socket
+
+        import uvicorn
+
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
+        config = uvicorn.Config(create_app(service, token, max_body), log_level="error", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError("the server did not start")
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self._socket.close()
