@@ -39,10 +39,11 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 class Recorder(Protocol):
     """Where a server's episodes go (``envrigger`` provides one that writes a run directory, under the entry point
-    group ``envharness.recorders``, name ``store``)."""
+    group ``envharness.recorders``, name ``store``). ``steps`` are ``(action, obs, reward, terminated, truncated,
+    info, wall time)``; ``opened`` is the session's wall-clock start."""
 
     def record(self, spec: Any, env: Any, session_id: str, seed: int | None, steps: list[tuple[Any, ...]], verdict: Any, info: dict[str, Any],
-               error: str | None, wall_time: float) -> None: ...  # fmt: skip
+               error: str | None, wall_time: float, opened: float) -> None: ...  # fmt: skip
 
 
 @dataclass
@@ -52,7 +53,8 @@ class Session:
     info: dict[str, Any]
     started: float = field(default_factory=time.perf_counter)
     used: float = field(default_factory=time.monotonic)
-    steps: list[tuple[Any, ...]] = field(default_factory=list)  # (action, obs, reward, terminated, truncated, info)
+    steps: list[tuple[Any, ...]] = field(default_factory=list)  # (action, obs, reward, terminated, truncated, info, wall time)
+    opened: float = field(default_factory=time.time)  # wall clock: the model calls of a session are joined to its steps by time
     done: bool = False
     recorded: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -99,6 +101,7 @@ class EnvService:
         self._idle: list[Any] = [probe]  # built envs waiting for a session (building one costs more than a reset)
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()
+        self._resetting = threading.Lock()
 
     # -- sessions ----------------------------------------------------------------------
     def open(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -113,13 +116,15 @@ class EnvService:
             if len(self.sessions) >= self.max_sessions:
                 raise HTTPError(429, f"{len(self.sessions)} sessions are open, the most this server allows; close one (DELETE) and retry")
             env = self._idle.pop() if self._idle else None
-        if env is None:
-            env = self.spec.build(allow_imports=list(self.allow_imports))
-        try:
-            obs, info = env.reset(seed=seed, options=options)
-        except EnvHarnessError as error:
-            self._return(env)
-            raise HTTPError(400, f"reset refused: {str(error).splitlines()[0]}") from None
+        # One build or reset at a time: some families load their levels with code that is not thread-safe (TextWorld's parser).
+        with self._resetting:
+            if env is None:
+                env = self.spec.build(allow_imports=list(self.allow_imports))
+            try:
+                obs, info = env.reset(seed=seed, options=options)
+            except EnvHarnessError as error:
+                self._return(env)
+                raise HTTPError(400, f"reset refused: {str(error).splitlines()[0]}") from None
         session_id = secrets.token_hex(8)
         with self.lock:
             self.sessions[session_id] = Session(env, seed, dict(info))
@@ -144,7 +149,7 @@ class EnvService:
                 raise HTTPError(
                     500, f"the env raised {type(error).__name__}; the episode ended and session {session_id} is closed"
                 ) from None
-            session.steps.append((action, obs, reward, terminated, truncated, info))
+            session.steps.append((action, obs, reward, terminated, truncated, info, time.time()))
             if terminated or truncated:
                 session.done = True
                 self._record(session_id, session, None)
@@ -194,7 +199,7 @@ class EnvService:
         session.recorded = True
         verdict = session.steps[-1][5].get("verdict") if session.steps and error is None else None
         self.recorder.record(self.spec, session.env, session_id, session.seed, session.steps, verdict, session.info, error,
-                             time.perf_counter() - session.started)  # fmt: skip
+                             time.perf_counter() - session.started, session.opened)  # fmt: skip
 
     def _return(self, env: Any) -> None:
         with self.lock:
@@ -252,6 +257,10 @@ def create_app(service: EnvService, token: str | None = None, max_body: int = 1 
     @app.exception_handler(HTTPError)
     async def refused(request: Request, exc: HTTPError) -> JSONResponse:
         return error(exc.status, exc.message)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception) -> JSONResponse:  # the env raised at reset, say: one line, no traceback
+        return error(500, f"the server failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:

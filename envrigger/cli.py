@@ -755,6 +755,50 @@ def export_command(
     console.print(f"wrote {written['registry']} and package {written['package']} (pip install {links}{written['package']})")
 
 
+@app.command("proxy")
+def proxy_command(
+    upstream: str = typer.Option(
+        ..., "--upstream", metavar="URL", help="The OpenAI-compatible endpoint to forward to, e.g. http://127.0.0.1:8000/v1."
+    ),
+    run: Path = typer.Option(
+        ..., "--run", metavar="RUN", help="The run directory the calls are recorded in (the one `envharness serve --record` writes)."
+    ),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (loopback unless --allow-remote)."),
+    port: int = typer.Option(8100, "--port", min=0, max=65535, help="Port to bind."),
+    token_ids: bool = typer.Option(
+        False, "--token-ids", help="Ask the upstream for token ids and log-probabilities (vLLM) and record them."
+    ),
+    allow_remote: bool = typer.Option(False, "--allow-remote", help="Bind beyond loopback (the proxy has no auth of its own)."),
+) -> None:
+    """Record an external agent's model calls: an OpenAI-compatible proxy that forwards to the upstream and records each call.
+
+    Point the agent's base URL at http://HOST:PORT/sessions/SESSION_ID/v1 (SESSION_ID: the one
+    `envharness serve` gave the episode), or send the header X-Envharness-Session. The caller's
+    Authorization goes upstream and is never stored.
+
+    Example: envrigger proxy --upstream http://127.0.0.1:8000/v1 --run runs/live --port 8100
+    """
+    from envharness.serve import is_loopback
+    from envrigger.live.proxy import Upstream, run_proxy
+
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise UserError('the proxy needs the serve extra: pip install "envharness[serve]"') from None
+    if not is_loopback(host) and not allow_remote:
+        raise UserError(f"--host {host} is not loopback and the proxy has no auth of its own; bind to 127.0.0.1, or pass --allow-remote")
+    try:
+        Upstream(upstream)
+    except ValueError as error:
+        raise UserError(str(error)) from None
+    if run.exists() and not run.is_dir():
+        raise UserError(f"--run: {run} is a file; give a run directory")
+    run.mkdir(parents=True, exist_ok=True)
+    print(f"recording calls to {upstream} in {run / 'calls.jsonl'}; agents use http://{host}:{port}/sessions/SESSION_ID/v1", flush=True)
+    run_proxy(upstream, run, host=host, port=port, token_ids=token_ids)
+
+
 @app.command()
 def version() -> None:
     """Print the envrigger version."""

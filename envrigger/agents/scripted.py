@@ -137,6 +137,12 @@ class ChatServer:
                 }
                 if reply.usage:
                     answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+                if body.get("return_token_ids"):  # as vLLM does: the ids of the prompt and of the completion
+                    answer["prompt_token_ids"] = list(range(prompt))
+                    answer["choices"][0]["token_ids"] = list(range(1000, 1000 + completion))
+                if body.get("logprobs"):
+                    words = (reply.content or "").split() or [""]
+                    answer["choices"][0]["logprobs"] = {"content": [{"token": w, "logprob": -0.25} for w in words]}
                 self._send(200, answer)
 
             def _stream(

@@ -18,16 +18,25 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.ledger.factors import Cell
 from envrigger.ledger.store import Ledger, TaskResult
-from envrigger.loop.levels import REFUSED, Seeds
 
 # Far above every range a loop draws from (held-out 1M, selection 1.5M, collection 2M,
 # validation 3M, training 4M upwards, transfer 5G): ledger S draws from LEDGER_SEED + S * 10M.
 LEDGER_SEED = 8_000_000_000
 LEDGER_STRIDE = 10_000_000
+
+
+def _level(probe: Any, seed: int) -> str | None:
+    """The original env's level id at ``seed``; None where the harness refuses the level (it starts solved)."""
+    try:
+        level = probe.reset(seed=int(seed))[1].get("level_id")
+    except TransformError:
+        return None
+    return "" if level is None else str(level)
 
 
 def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None = None, scan: int = 20) -> list[tuple[int, str]]:
@@ -40,21 +49,21 @@ def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None 
     """
     base = HarnessSpec(env_id=spec.env_id, env_kwargs=spec.env_kwargs)
     avoid = avoid or set()
-    picker = Seeds(base, 0)
+    probe = base.build()
     tasks: list[tuple[int, str]] = []
     seen: set[str] = set()
     start = LEDGER_SEED + seed * LEDGER_STRIDE
     try:
         for candidate in range(start, start + scan * count):
-            level = picker.level(candidate)
-            if level in avoid or level in seen or level.startswith(REFUSED):
+            level = _level(probe, candidate)
+            if level is None or level in avoid or level in seen:
                 continue
             seen.add(level)
             tasks.append((candidate, level))
             if len(tasks) == count:
                 return tasks
     finally:
-        picker.close()
+        probe.close()
     raise TrajectoryError(
         f"{spec.env_id} gave {len(tasks)} distinct levels outside those to avoid in {scan * count} seeds, fewer than the "
         f"{count} tasks asked for; ask for fewer with --tasks, or use a procedurally generated env"
@@ -85,17 +94,17 @@ def check_env(ledger: Ledger, spec: HarnessSpec) -> None:
             f"make another ledger for {spec.env_id}"
         )
     base = HarnessSpec(env_id=spec.env_id, env_kwargs=spec.env_kwargs)
-    picker = Seeds(base, 0)
+    probe = base.build()
     try:
         for task_seed, level in ledger.tasks():
-            got = picker.level(task_seed)
+            got = _level(probe, task_seed)
             if got != level:
                 raise TrajectoryError(
                     f"the env's arguments {json.dumps(spec.env_kwargs)} make seed {task_seed} another level ({got}) than the ledger's "
                     f"task ({level}); keep the arguments that define the levels, and reshape with transforms instead"
                 )
     finally:
-        picker.close()
+        probe.close()
 
 
 def _agent(cell: Cell, concurrency: int, prices: dict[str, tuple[float, float]], timeout: float) -> Any:

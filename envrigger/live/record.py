@@ -1,4 +1,4 @@
-"""The run store of a served env: :class:`StoreRecorder`."""
+"""The run store of a served env: :class:`StoreRecorder`, and :func:`join_calls` (a session's model calls onto its steps)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,30 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from envrigger.data import TrajectoryStore
+from envrigger.data import TrajectoryStore, add_calls, sum_calls
+from envrigger.live.calls import CallLog
 from envrigger.rollout.episode import episode_record, note_ending, step_record
+
+
+def join_calls(steps: list[Any], times: list[float], calls: list[dict[str, Any]], opened: float) -> list[dict[str, Any]]:
+    """Give each step the calls that ended after the step before it (or the session's start) and by its own time.
+
+    Returns the calls after the last step (the agent's answer to which never became a step).
+
+    Example:
+        >>> from envrigger.data import StepRecord
+        >>> steps = [StepRecord(episode_id=0, t=t, action="0", reward=0.0, terminated=False, truncated=False, obs_digest="") for t in (0, 1)]
+        >>> calls = [{"envrigger.time": 1.5, "gen_ai.usage.input_tokens": 9}, {"envrigger.time": 2.5}, {"envrigger.time": 3.5}]
+        >>> len(join_calls(steps, [2.0, 3.0], calls, opened=1.0)), steps[0].model_calls, steps[1].model_calls
+        (1, 1, 1)
+    """
+    since = opened
+    for step, at in zip(steps, times):
+        mine = [c for c in calls if since < float(c.get("envrigger.time", 0.0)) <= at]
+        if mine:
+            add_calls(step, mine)
+        since = at
+    return [c for c in calls if float(c.get("envrigger.time", 0.0)) > since]
 
 
 class StoreRecorder:
@@ -31,19 +53,22 @@ class StoreRecorder:
     def __init__(self, run: str | Path) -> None:
         self.store = TrajectoryStore.create(Path(run), meta={"recorded_by": "envharness serve"}, exist_ok=True)
         self._lock = threading.Lock()
+        self.calls = CallLog(run)
         self._writing = self.store.writing()
         self._writing.__enter__()  # for as long as the server runs: one writer per run directory
 
     def record(self, spec: Any, env: Any, session_id: str, seed: int | None, steps: list[tuple[Any, ...]], verdict: Any, info: dict[str, Any],
-               error: str | None, wall_time: float) -> None:  # fmt: skip
+               error: str | None, wall_time: float, opened: float = 0.0) -> None:  # fmt: skip
         spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
         adapter = getattr(env, "adapter", None)
+        calls = self.calls.read(session_id)  # what the proxy recorded for this session, if it records into this run
         with self._lock:
             episode_id = self.store.next_episode_id()
             records = [
                 step_record(episode_id, t, action, obs, reward, terminated, truncated, step_info, adapter, "small")
-                for t, (action, obs, reward, terminated, truncated, step_info) in enumerate(steps)
+                for t, (action, obs, reward, terminated, truncated, step_info, _) in enumerate(steps)
             ]
+            unfinished = join_calls(records, [step[6] for step in steps], calls, opened)
             total = sum(float(r.reward) for r in records)
             record = episode_record(
                 episode_id, spec_hash, spec_json, seed, "remote", records, total, verdict, info.get("level", {}), info.get("level_id"),
@@ -53,6 +78,8 @@ class StoreRecorder:
             humans = sum(1 for s in steps if "human_intervention" in s[5])
             if humans:
                 record.human_interventions = humans
+            if calls:
+                sum_calls(record, records, unfinished)
             if adapter is not None:
                 note_ending(record, adapter)
             self.store.append([record], records)
