@@ -230,18 +230,18 @@ def create_app(service: EnvService, token: str | None = None, max_body: int = 1 
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
         return JSONResponse({"error": message}, status_code=status, headers=headers)
 
-    @app.middleware("http")
-    async def guard(request: Request, call_next: Any) -> Any:
-        if token is not None and request.url.path != "/healthz":
+    def admit(request: Request) -> None:
+        """The token and the declared body size, checked before a route reads anything (a plain function: cheaper than middleware)."""
+        if token is not None:
             given = request.headers.get("authorization", "")
             if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
-                return error(401, "missing or wrong bearer token; send Authorization: Bearer <the server's token>")
+                raise HTTPError(401, "missing or wrong bearer token; send Authorization: Bearer <the server's token>")
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > max_body):
-            return error(413, f"the body is over {max_body} bytes; send a smaller one")
-        return await call_next(request)
+            raise HTTPError(413, f"the body is over {max_body} bytes; send a smaller one")
 
     async def body_of(request: Request) -> Any:
+        admit(request)
         raw = b""
         async for chunk in request.stream():
             raw += chunk
@@ -267,7 +267,8 @@ def create_app(service: EnvService, token: str | None = None, max_body: int = 1 
         return {"status": "ok", "env_id": service.spec.env_id, "sessions": service.count()}
 
     @app.get("/v1/spec")
-    def spec() -> dict[str, Any]:
+    def spec(request: Request) -> dict[str, Any]:
+        admit(request)
         return service.described
 
     @app.post("/v1/sessions")
@@ -285,7 +286,8 @@ def create_app(service: EnvService, token: str | None = None, max_body: int = 1 
         return await run_in_threadpool(service.step, session_id, body)
 
     @app.delete("/v1/sessions/{session_id}")
-    async def close(session_id: str) -> Any:
+    async def close(session_id: str, request: Request) -> Any:
+        admit(request)
         from starlette.concurrency import run_in_threadpool
 
         return await run_in_threadpool(service.close, session_id)
@@ -322,7 +324,8 @@ class background:  # noqa: N801 - used like a function: background(service) -> a
 
         import uvicorn
 
-        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio sets TCP_NODELAY on accepted sockets only then (else Nagle costs ~40 ms a request).
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"

@@ -17,6 +17,7 @@ calls. The caller's ``Authorization`` goes upstream and is never stored. With
 
 import http.client
 import json
+import socket
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -44,6 +45,8 @@ class Upstream:
     def open(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> http.client.HTTPResponse:
         kind = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
         connection = kind(self.host, self.port, timeout=self.timeout)
+        connection.connect()
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # no Nagle delay on small calls
         connection.request(method, self.base + path, body=body, headers=headers)
         return connection.getresponse()
 
@@ -154,15 +157,13 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
         path = "/v1/chat/completions" if operation == "chat" else "/v1/completions"
         headers = headers_of(request)
         started = time.perf_counter()
-        try:
-            response = await run_in_threadpool(upstream.open, "POST", path, json.dumps(sent).encode(), headers)
-        except OSError as unreachable:
-            reason = f"cannot reach the upstream {upstream.url} ({type(unreachable).__name__})"
-            log.append(_record(body, session, 502, None, None, None, None, time.perf_counter() - started, False, reason, operation))
-            return JSONResponse({"error": {"message": reason, "type": "upstream_error"}}, 502)
-        streamed = "text/event-stream" in (response.getheader("content-type") or "")
-        if not streamed:
-            payload = await run_in_threadpool(response.read)
+
+        def forward() -> tuple[Any, bytes | None]:
+            """The upstream's answer and, unless it streams, its body, recorded (one thread hop for the whole call)."""
+            response = upstream.open("POST", path, json.dumps(sent).encode(), headers)
+            if "text/event-stream" in (response.getheader("content-type") or ""):
+                return response, None
+            payload = response.read()
             latency = time.perf_counter() - started
             try:
                 answer = json.loads(payload)
@@ -174,6 +175,15 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
             failure = None if ok else f"upstream {response.status}: {str((answer or {}).get('error', payload[:200]))[:300]}"
             log.append(_record(body, session, response.status, answer if ok else None, message if ok else None,
                                (answer or {}).get("usage") if ok else None, choice.get("finish_reason"), latency, False, failure, operation))  # fmt: skip
+            return response, payload
+
+        try:
+            response, payload = await run_in_threadpool(forward)
+        except OSError as unreachable:
+            reason = f"cannot reach the upstream {upstream.url} ({type(unreachable).__name__})"
+            log.append(_record(body, session, 502, None, None, None, None, time.perf_counter() - started, False, reason, operation))
+            return JSONResponse({"error": {"message": reason, "type": "upstream_error"}}, 502)
+        if payload is not None:
             return Response(payload, status_code=response.status, media_type=response.getheader("content-type", "application/json"))
 
         def relay() -> Iterator[bytes]:
