@@ -93,8 +93,8 @@ def test_an_agent_that_submits_at_once_half_the_time_is_found_giving_up(tmp_path
 
 def test_an_agent_that_submits_late_is_not_giving_up(tmp_path):
     def plan(seed: int, task: Any) -> list[str]:
-        if seed % 2:  # tries for most of its 30 steps, then submits a wrong fix
-            return [*[json.dumps({"tool": "run_tests"})] * 20, json.dumps({"tool": "submit"})]
+        if seed % 2:  # looks around for most of its 30 steps, then submits the module unfixed
+            return [*[json.dumps({"tool": "list"})] * 20, json.dumps({"tool": "submit"})]
         return fix_plan(task)
 
     report = diagnose(rollout(CODE, Scripted(plan), seeds=range(16), out=tmp_path / "run"))
