@@ -581,6 +581,10 @@ def _show_round(summary: dict[str, Any]) -> None:
             f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}"
         )
     console.print(line)
+    for arm, values in arms.items():
+        crashed = values.get("train", {}).get("env_errors", 0)
+        if crashed:  # each a failed episode whose level was dropped; the run went on
+            console.print(f"  {arm}: the env raised in {crashed} training episode(s), e.g. {values['train']['env_error_examples'][0]}")
     for arm, found in summary.get("arm_findings", {}).items():
         for finding in found:
             console.print(f"  {arm}: {finding['title']}")

@@ -236,6 +236,14 @@ class MiniGridAdapter(Adapter):
         grid = self.raw.grid
         return grid_distances(grid.width, grid.height, start, self._passable)
 
+    def _reaches_edge(self) -> bool:
+        """Whether the agent can walk to a cell on the grid's edge (a map whose rooms float in an unwalled grid,
+        MultiRoom's, once a wall is opened): one step further is off the grid, where MiniGrid's own code fails."""
+        grid = self.raw.grid
+        dist = self._distances_from(self._agent())
+        w, h = grid.width, grid.height
+        return bool((dist[0, :] >= 0).any() or (dist[w - 1, :] >= 0).any() or (dist[:, 0] >= 0).any() or (dist[:, h - 1] >= 0).any())
+
     def _agent(self) -> tuple[int, int]:
         pos = self.raw.agent_pos
         return (int(pos[0]), int(pos[1]))
@@ -284,7 +292,8 @@ class MiniGridAdapter(Adapter):
     def edit_cells(self, kind: str, add: int, remove: int, rng: np.random.Generator, keep_solvable: bool) -> int:
         """Add ``add`` cells of ``kind`` (wall or lava) on empty interior cells, remove ``remove``.
 
-        With ``keep_solvable`` a placement that cuts the agent off from the goal (or, in
+        A removal that would let the agent walk to the grid's edge is not made (MultiRoom's
+        rooms float in an unwalled grid; past the edge MiniGrid itself crashes). With ``keep_solvable`` a placement that cuts the agent off from the goal (or, in
         goal-less envs, from any object it could reach before) is undone. Returns the
         number of cells changed.
         """
@@ -299,8 +308,13 @@ class MiniGridAdapter(Adapter):
                 for y in range(1, grid.height - 1)
                 if (cell := grid.get(x, y)) is not None and cell.type == kind
             ]
-            for i in rng.permutation(len(interior))[:remove]:
+            for i in rng.permutation(len(interior)):
+                if changed == remove:
+                    break
                 grid.set(*interior[i], None)
+                if self._reaches_edge():  # the opening leads to the grid's edge: MiniGrid itself crashes past it
+                    grid.set(*interior[i], Wall() if kind == "wall" else Lava())
+                    continue
                 changed += 1
         if add:
             goals = self._cells_of("goal", self.raw)

@@ -136,6 +136,9 @@ class AddWalls(_CellAdd):
 class RemoveWalls(_CellEdit):
     """Remove up to ``count`` interior walls of a MiniGrid level (outer walls stay).
 
+    A wall whose removal would let the agent walk to the grid's edge stays too (MultiRoom's
+    rooms float in an unwalled grid, and one step past the edge MiniGrid itself fails).
+
     Example:
         >>> import envharness
         >>> env = envharness.wrap("MiniGrid-FourRooms-v0", RemoveWalls(count=10))

@@ -19,6 +19,7 @@ import gymnasium as gym
 
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
+from envharness.verifier import Verdict
 from envrigger.loop.levels import Seeds
 
 
@@ -67,7 +68,9 @@ class MixtureEnv(gym.Env):
     ``(index, seed, success, length)`` at the end of every episode. A reset that a state
     transform refuses for this seed (no valid placement) is skipped, and so is a reshaped
     level whose own level id is reserved: the next level is drawn. The level ids of
-    reshaped levels played join ``seeds.levels`` beside the base levels.
+    reshaped levels played join ``seeds.levels`` beside the base levels. An env that raises
+    (at reset or in a step) ends that episode as a failure for the learner; the error is
+    kept in ``errors``, the level is dropped from the sampler, and the env is built afresh.
 
     Example:
         >>> from envharness import HarnessSpec
@@ -96,7 +99,9 @@ class MixtureEnv(gym.Env):
         first = self._env(0)
         self.observation_space, self.action_space = first.observation_space, first.action_space
         self.steps = self.episodes = self.refused = 0
+        self.errors: list[str] = []  # the env raised: each such episode ended as a failure, its level dropped
         self.current: tuple[int, int] | None = None
+        self._last_obs: Any = None
         self._length = 0
 
     def _env(self, index: int) -> Any:
@@ -107,10 +112,14 @@ class MixtureEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         for _ in range(1000):
             index, level_seed = self.sampler.draw(self.seeds.next)
+            env = self._env(index)  # a spec that cannot be built at all is no level's crash: that error propagates
             try:
-                obs, info = self._env(index).reset(seed=int(level_seed))
+                obs, info = env.reset(seed=int(level_seed))
             except TransformError:
                 self.refused += 1
+                continue
+            except Exception as error:  # the env itself crashed on this level: never train on it, draw another
+                self._crashed(index, level_seed, error)
                 continue
             if index != 0:
                 # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.
@@ -126,6 +135,7 @@ class MixtureEnv(gym.Env):
             else:
                 self._recording = None
             info["mixture"] = {"index": index, "seed": int(level_seed)}
+            self._last_obs = obs
             return obs, info
         raise TransformError(f"{self.specs[index].env_id}: 1000 levels in a row were refused by the state transforms")
 
@@ -133,7 +143,17 @@ class MixtureEnv(gym.Env):
         assert self.current is not None, "reset() first"
         index, level_seed = self.current
         env = self.envs[index]
-        obs, reward, terminated, truncated, info = env.step(action)
+        try:
+            obs, reward, terminated, truncated, info = env.step(action)
+        except Exception as error:  # the env crashed mid-episode: a failed episode for the learner, the run goes on
+            self.steps += 1
+            self._crashed(index, level_seed, error)
+            if self.on_episode is not None:
+                self.on_episode(index, level_seed, False, self._length + 1)
+            self.episodes += 1
+            self._recording = None
+            return self._last_obs, 0.0, True, False, {"verdict": Verdict(False, 0.0, "error"), "error": self.errors[-1]}
+        self._last_obs = obs
         self.steps += 1
         if self.evidence is not None:
             self.evidence.steps += 1
@@ -175,6 +195,19 @@ class MixtureEnv(gym.Env):
             if self.on_episode is not None:
                 self.on_episode(index, level_seed, success, self._length)
         return obs, reward, terminated, truncated, info
+
+    def _crashed(self, index: int, level_seed: int, error: BaseException) -> None:
+        """Record the env's exception, drop the level from the sampler, and build the env afresh (its state is unknown)."""
+        self.errors.append(f"{self.specs[index].env_id} (env {index}, seed {level_seed}): {type(error).__name__}: {str(error)[:120]}")
+        drop = getattr(self.sampler, "drop", None)  # a sampler of your own may keep no buffer
+        if drop is not None:
+            drop(index, level_seed)
+        broken, self.envs[index] = self.envs[index], None
+        try:
+            if broken is not None:
+                broken.close()
+        except Exception:  # a crashed env may fail to close too; it is dropped either way
+            pass
 
     def close(self) -> None:
         for env in self.envs:

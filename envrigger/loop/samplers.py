@@ -35,6 +35,9 @@ class Fixed:
     def update(self, index: int, seed: int, success: bool) -> None:
         pass
 
+    def drop(self, index: int, seed: int) -> None:
+        """Never offer this level again: the env crashed on it (a sampler without a buffer offers only fresh seeds)."""
+
 
 class Uniform(Fixed):
     """Each of ``n`` envs equally often, fresh seeds: domain randomization over a pool of specs.
@@ -172,6 +175,10 @@ class PLR(Fixed):
             self.wins[key], self.tries[key], self.last[key] = float(wins), float(tries), int(last)
         self.clock, self.replays = int(state["clock"]), int(state["replays"])
         self.rng.bit_generator.state = state["rng"]
+
+    def drop(self, index: int, seed: int) -> None:
+        for table in (self.wins, self.tries, self.last):
+            table.pop((index, seed), None)
 
     def update(self, index: int, seed: int, success: bool) -> None:
         if self.chooser is not None:

@@ -65,5 +65,7 @@ def train_arm(
         "levels": seeds.levels,
         "skipped_reserved": seeds.skipped,
         "refused": sum(e.refused for e in envs),
+        "env_errors": sum(len(e.errors) for e in envs),  # episodes the env crashed in: failed, and their levels dropped
+        "env_error_examples": sorted({m for e in envs for m in e.errors})[:3],
         "replays": sampler.replays - replays_before,
     }
