@@ -215,6 +215,18 @@ def transforms(
 ALLOW_IMPORT_HELP = "Let a module:Env-v0 env id import MODULE (a spec is data: no module is imported without this); repeatable."
 
 
+def spec_argument(argument: str, what: str = "SPEC") -> Any:
+    """A ``SPEC.json|ENV_ID`` argument: the spec file it names, or a spec of the unreshaped env with that id."""
+    from envharness.spec import HarnessSpec
+
+    path = Path(argument)
+    if path.suffix == ".json" or path.exists():
+        if not path.is_file():
+            raise UserError(f"{what}: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
+        return HarnessSpec.from_json(path.read_text())
+    return HarnessSpec(env_id=argument)
+
+
 def _read_spec(path: Path) -> Any:
     from envharness.spec import HarnessSpec
 

@@ -19,7 +19,7 @@ import typer
 from rich.table import Table
 
 import envharness
-from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, write_atomically
+from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, spec_argument, write_atomically
 from envharness.cli import console as harness_console
 from envrigger.data import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
@@ -409,12 +409,7 @@ def _spec_from(argument: str | None) -> Any:
 
     if argument is None:
         return HarnessSpec(env_id=DEFAULT_RUN_ENV, env_kwargs=DEFAULT_RUN_KWARGS)
-    path = Path(argument)
-    if path.suffix == ".json" or path.exists():
-        if not path.is_file():
-            raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
-        return HarnessSpec.from_json(path.read_text())
-    return HarnessSpec(env_id=argument)
+    return spec_argument(argument)
 
 
 @app.command("run")

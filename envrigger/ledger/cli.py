@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from envharness.cli import UserError, print_table, write_atomically
+from envharness.cli import UserError, print_table, spec_argument, write_atomically
 
 ledger_app = typer.Typer(
     help="Ledgers: every release (model, harness, environment) measured on one fixed held-out task set, and each change attributed.",
@@ -21,14 +21,7 @@ LEDGER_ARG = typer.Argument(..., metavar="LEDGER.db", help="The ledger file.")
 
 
 def _spec(argument: str) -> Any:
-    from envharness.spec import HarnessSpec
-
-    path = Path(argument)
-    if path.suffix == ".json" or path.exists():
-        if not path.is_file():
-            raise UserError(f"--env: {path} does not exist; write a spec with `envharness wrap ENV_ID ... -o {path}`")
-        return HarnessSpec.from_json(path.read_text())
-    return HarnessSpec(env_id=argument)
+    return spec_argument(argument, "--env")
 
 
 @ledger_app.command("init")
