@@ -326,14 +326,27 @@ def summarize_run(store: Any, title: str) -> None:
 
 @app.command()
 def convert(
-    source: str = typer.Argument(..., help="A run directory or a .jsonl file (or minari:DATASET_ID)."),
+    source: str = typer.Argument(..., help="A run directory or a .jsonl file (or minari:DATASET_ID, or agentlightning:STORE_URL)."),
     destination: str = typer.Argument(..., help="A .jsonl file, a new run directory, or minari:DATASET_ID."),
+    served: Path = typer.Option(
+        None,
+        "--served",
+        metavar="RUN",
+        help="With agentlightning:URL: the run `envharness serve --record` wrote; each served episode must match it, or is refused.",
+    ),  # fmt: skip
 ) -> None:
-    """Convert trajectories between run directories, JSONL files and Minari datasets.
+    """Convert trajectories between run directories, JSONL files, Minari datasets and Agent Lightning stores.
 
     Example: envrigger convert agent-log.jsonl runs/agent   (import an external harness's episodes)
+    Example: envrigger convert agentlightning:http://127.0.0.1:4747 runs/al --served runs/served   (an `agl store`'s rollouts)
     """
     from envrigger.data.jsonl import export_jsonl, import_jsonl
+
+    if source.startswith("agentlightning:"):
+        _convert_agentlightning(source.removeprefix("agentlightning:"), destination, served)
+        return
+    if served is not None:
+        raise UserError("--served: only for agentlightning:STORE_URL sources; leave it out")
 
     if source.startswith("minari:") or destination.startswith("minari:"):
         from envrigger.data.minari import export_minari, import_minari
@@ -353,6 +366,41 @@ def convert(
         console.print(f"wrote {count} episodes to {destination}")
     else:
         raise UserError(f"convert: one side must be a .jsonl file or minari:ID, got {source!r} -> {destination!r}")
+
+
+def _convert_agentlightning(url: str, destination: str, served: Path | None) -> None:
+    import asyncio
+    import urllib.parse
+
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise UserError(
+            f"agentlightning:{url}: not an http(s) URL; give the `agl store` address, e.g. agentlightning:http://127.0.0.1:4747"
+        )
+    if served is not None and not (served / "run.json").is_file():
+        raise UserError(f"--served: {served} is not a run directory; give the run `envharness serve --record RUN` wrote")
+    if Path(destination).exists():
+        raise UserError(f"{destination} exists; convert into a new run directory")
+    from envrigger.integrations.agentlightning import convert_async
+
+    async def run() -> Any:
+        import agentlightning as agl
+
+        client = agl.LightningStoreClient(url, retry_delays=(), health_retry_delays=(), connection_timeout=5.0)
+        try:
+            return await convert_async(client, destination, served=served)
+        finally:
+            await client.close()
+
+    try:
+        done = asyncio.run(run())
+    except OSError as error:
+        raise UserError(
+            f"agentlightning:{url}: no Agent Lightning store answered ({type(error).__name__}); start one with `agl store --port PORT`"
+        ) from None
+    console.print(f"converted {done.summary()}")
+    for rollout_id, why in done.refused[:5]:
+        print(f"envrigger: refused rollout {rollout_id}: {why}", file=sys.stderr)
 
 
 @app.command("diagnose")

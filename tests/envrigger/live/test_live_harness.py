@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from servers import free_port, start
 
 from envharness import HarnessSpec
 from envrigger.agents.scripted import ChatServer, Reply
@@ -32,30 +33,6 @@ from envrigger.live.calls import CallLog
 pytest.importorskip("fastapi", reason='serving needs the serve extra: pip install "envharness[serve]"')
 needs_textworld = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
 TW = HarnessSpec(env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3, 4], "games_per_level": 4, "max_episode_steps": 15})
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start(args: list[str], health: str) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(health, timeout=1).read()
-            return process
-        except OSError:
-            if process.poll() is not None:
-                raise AssertionError(process.stderr.read()) from None
-            assert time.monotonic() < deadline, f"{args[:4]} never answered {health}"
-            time.sleep(0.05)
 
 
 def stop(process: subprocess.Popen, sig: int = signal.SIGINT) -> None:
@@ -74,7 +51,7 @@ def servers(tmp_path):
             cmd = ["-m", "envharness.cli", "serve", *args, "--port", str(port)]
         else:
             cmd = ["-m", "envrigger.cli", "proxy", *args, "--port", str(port)]
-        running.append(start(cmd, f"http://127.0.0.1:{port}/healthz"))
+        running.append(start([sys.executable, *cmd], f"http://127.0.0.1:{port}/healthz"))
         return f"http://127.0.0.1:{port}"
 
     yield launch
@@ -223,7 +200,7 @@ def test_kill_9_of_the_proxy_loses_no_answered_call_and_a_restart_appends(server
     run = tmp_path / "run"
     with ChatServer(lambda request: Reply(content="look")) as upstream:
         first = free_port()
-        proxy = start(["-m", "envrigger.cli", "proxy", "--upstream", upstream.url, "--run", str(run), "--port", str(first)],
+        proxy = start([sys.executable, "-m", "envrigger.cli", "proxy", "--upstream", upstream.url, "--run", str(run), "--port", str(first)],
                       f"http://127.0.0.1:{first}/healthz")  # fmt: skip
         body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}).encode()
         for i in range(5):
