@@ -403,6 +403,32 @@ def _convert_agentlightning(url: str, destination: str, served: Path | None) -> 
         print(f"envrigger: refused rollout {rollout_id}: {why}", file=sys.stderr)
 
 
+NOTE_READINGS = {
+    "inconclusive": "inconclusive with {n} episodes (more common in failures, but the lift's 95% interval still reaches 1; collect more episodes to tell)",
+    "style": "style notes (about as common in successes as in failures, so they explain no failure)",
+    "never_fails": "style notes (never in a failed episode)",
+}
+
+
+def note_lines(result: Any) -> list[str]:
+    """The behaviours that are not findings, grouped by why, each with its rate in failures and in successes."""
+
+    def pct(value: Any) -> str:
+        return "?" if value is None else f"{value:.0%}"
+
+    lines = []
+    for reading, text in NOTE_READINGS.items():
+        mine = [f for f in result.style_notes if f.stats.get("reading", "style") == reading]
+        if mine:
+            rates = ", ".join(
+                f"{f.name} ({pct(f.stats.get('contrast', {}).get('rate_in_failures'))} of failures, "
+                f"{pct(f.stats.get('contrast', {}).get('rate_in_successes'))} of successes)"
+                for f in mine
+            )
+            lines.append(f"{text.format(n=result.episodes)}: {rates}")
+    return lines
+
+
 @app.command("diagnose")
 def diagnose_command(
     run: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory (from collect or convert)."),
@@ -432,9 +458,8 @@ def diagnose_command(
         print(f"note: {note}", file=sys.stderr)
     if fmt == "table":
         print_table(findings_table(result))
-        if result.style_notes:
-            names = ", ".join(f"{f.name} ({f.rate:.0%})" for f in result.style_notes)
-            console.print(f"[dim]style notes (as common in successes as in failures, so they explain nothing): {names}[/dim]")
+        for line in note_lines(result):
+            console.print(f"[dim]{line}[/dim]")
     elif fmt == "json":
         text = result.model_dump_json(indent=2)
         if output is None:

@@ -21,11 +21,13 @@ from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
 from envrigger.diagnose.detectors import (
     EPISODE_DETECTORS,
+    STATE_DETECTORS,
     DiagnoseConfig,
     EpisodeFrame,
     contrast,
     explains_failure,
     merge_duplicates,
+    note_reading,
     rate_by_feature,
     step_candidates,
     to_finding,
@@ -55,6 +57,9 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
     failed_ids = set(frame.episode_id[~frame.success].tolist())
     stats = scan_steps(store, config.step_flags(), wanted, config.evidence, config.batch_size, failed=failed_ids)
     candidates = episode_level + step_candidates(frame, stats, config)
+    blind = stats.transitions > frame.n and stats.distinct_states < 2
+    if blind:  # every step has the same state digest: the log holds no observations or positions, so state detectors would see one state
+        candidates = [c for c in candidates if c.name not in STATE_DETECTORS]
     for c in candidates:
         if c.kind in ("behaviour", "cost"):
             c.stats["contrast"] = contrast(c.mask, frame.success)
@@ -75,6 +80,8 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             c.stats["by_feature"] = rate_by_feature(c.mask, frame.features[feature], feature)
     findings = [f for c in kept if (f := to_finding(c, frame, stats.excerpts, config)) is not None]
     notes = [f for c in candidates if not explains_failure(c, frame, config) and (f := to_finding(c, frame, stats.excerpts, config))]
+    for note in notes:
+        note.stats["reading"] = note_reading(note.stats.get("contrast"), config)
     # Ties in severity go to the finding whose affected episodes fail most surely.
     findings.sort(key=lambda f: (-round(f.severity, 9), -f.failures / max(f.episodes, 1), -f.rate, f.name))
     successes = int(frame.success.sum())
@@ -87,6 +94,11 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
         limits.append(
             f"{successes} successful episode{'s' * (successes != 1)}: behaviours are not contrasted with successes "
             f"(that needs {config.contrast_min_successes}); they are reported as they occur"
+        )
+    if blind:
+        limits.append(
+            "every step has the same state (the log has no observations or positions): "
+            f"{', '.join(STATE_DETECTORS)} cannot be judged and are left out; record observations or positions to have them"
         )
     return Diagnosis(
         run=str(store.path),

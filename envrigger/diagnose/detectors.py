@@ -491,6 +491,28 @@ def contrast(mask: np.ndarray, success: np.ndarray) -> dict[str, Any]:
     }
 
 
+STATE_DETECTORS = ("loop", "revisit", "noop_action")  # the step detectors that compare states, which need observations or positions
+
+
+def note_reading(stats: dict[str, Any] | None, config: DiagnoseConfig) -> str:
+    """Why a behaviour is a note and not a finding, as one word a report can show.
+
+    ``inconclusive``: more common in failures at the point estimate, but the lift's interval
+    reaches ``contrast_min_lift`` (too few episodes to tell); ``style``: about as common in
+    successes as in failures; ``never_fails``: it never comes with a failure.
+
+    Example:
+        >>> note_reading({"rate_in_failures": 1.0, "lift": 11.0, "lift_ci": (0.78, 154.0)}, DiagnoseConfig())
+        'inconclusive'
+        >>> note_reading({"rate_in_failures": 0.5, "lift": 1.1, "lift_ci": (0.7, 1.6)}, DiagnoseConfig())
+        'style'
+    """
+    if not stats or not stats.get("rate_in_failures"):
+        return "never_fails"
+    lift = stats.get("lift")
+    return "inconclusive" if lift is not None and lift > max(config.contrast_min_lift, 1.0) * 1.5 else "style"
+
+
 def explains_failure(candidate: Candidate, frame: EpisodeFrame, config: DiagnoseConfig) -> bool:
     """Whether a behaviour is a finding rather than a style note (see :class:`DiagnoseConfig`); other kinds always are."""
     if candidate.kind != "behaviour":

@@ -97,6 +97,7 @@ class StepStats:
     costly: np.ndarray
     lost: np.ndarray
     transitions: int = 0
+    distinct_states: int = 0  # distinct positions (or observation digests) seen, counted up to 2: 1 means the steps carry no state
     ranges: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     excerpts: dict[tuple[int, int, int], list[dict]] = field(default_factory=dict)
     states: StateSample | None = None
@@ -205,6 +206,7 @@ def scan_steps(
     sampled: list[tuple[int, int, dict[str, float]]] = []
     taken = {True: 0, False: 0}
     transitions = 0
+    seen: set[Any] = set()
     for table in complete_episodes(store, batch_size):
         n = table.num_rows
         transitions += n
@@ -216,7 +218,10 @@ def scan_steps(
         starts = np.flatnonzero(new)
         counts = np.bincount(local, minlength=n_eps)
         position = table.column("position")
-        state = _codes(position) if position.null_count < n else _codes(table.column("obs_digest"))
+        state_column = position if position.null_count < n else table.column("obs_digest")
+        state = _codes(state_column)
+        if len(seen) < 2:
+            seen.update(pc.unique(state_column).to_pylist()[:2])
         same_prev = np.zeros(n, dtype=bool)
         same_prev[1:] = (state[1:] == state[:-1]) & ~new[1:]
         cycle = np.zeros(n, dtype=bool)
@@ -333,4 +338,7 @@ def scan_steps(
             episode=np.array([row[0] for row in kept], dtype=np.int64),
             t=np.array([row[1] for row in kept], dtype=np.int64),
         )
-    return StepStats(**{k: v[order] for k, v in joined.items()}, transitions=transitions, ranges=ranges, excerpts=excerpts, states=states)
+    return StepStats(
+        **{k: v[order] for k, v in joined.items()}, transitions=transitions, distinct_states=min(len(seen), 2), ranges=ranges,
+        excerpts=excerpts, states=states,
+    )  # fmt: skip

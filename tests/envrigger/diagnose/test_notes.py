@@ -1,0 +1,54 @@
+"""What the diagnosis says about behaviours that are not findings, and about logs whose steps carry no state.
+
+A behaviour seen in every failure and no success of a small run is "inconclusive with N
+episodes", never "as common in successes as in failures"; a log without observations or
+positions (one state digest for every step) gets no loop, revisit or no-op finding, and a note.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from envrigger.data.jsonl import import_jsonl
+from envrigger.diagnose import diagnose
+
+
+def write(path, episodes):
+    path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    return path
+
+
+def pacing(success: bool, n: int = 12) -> dict:
+    """An episode in two rooms: a failure paces between them; a success walks on through new rooms."""
+    rooms = [f"room {i % 2}" for i in range(n)] if not success else [f"room {i}" for i in range(n)]
+    steps = [{"action": "go", "observation": room} for room in rooms]
+    steps[-1].update(terminated=True, reward=1.0 if success else 0.0)
+    return {"verdict": {"success": success}, "steps": steps}
+
+
+def test_a_behaviour_in_every_failure_of_a_small_run_is_inconclusive_not_style(tmp_path):
+    run = import_jsonl(write(tmp_path / "log.jsonl", [pacing(i >= 5) for i in range(10)]), tmp_path / "run")
+    result = diagnose(run)
+    notes = {f.name: f.stats["reading"] for f in result.style_notes}
+    assert notes.get("loop") == "inconclusive" or notes.get("revisit") == "inconclusive", notes
+    shown = subprocess.run([sys.executable, "-m", "envrigger.cli", "diagnose", str(tmp_path / "run")], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "inconclusive with 10 episodes" in shown.stdout and "100% of failures, 0% of successes" in shown.stdout
+    assert "explain no failure" not in shown.stdout.split("inconclusive")[1].split("\n")[0]
+
+
+def test_a_log_without_observations_gets_no_state_findings_and_says_why(tmp_path):
+    episodes = []
+    for i in range(40):
+        steps = [{"action": a} for a in (["left", "right"] * 8 if i % 2 else ["left", "up", "right"])]
+        steps[-1].update(terminated=True)
+        episodes.append({"verdict": {"success": i % 2 == 0}, "steps": steps})
+    result = diagnose(import_jsonl(write(tmp_path / "log.jsonl", episodes), tmp_path / "run"))
+    names = {f.name for f in result.findings} | {f.name for f in result.style_notes}
+    assert not names & {"loop", "revisit", "noop_action"}, names
+    assert any("the log has no observations or positions" in note for note in result.notes), result.notes
+    with_obs = [{**e, "steps": [{**s, "observation": f"o{k % 3}"} for k, s in enumerate(e["steps"])]} for e in episodes]
+    seen = diagnose(import_jsonl(write(tmp_path / "obs.jsonl", with_obs), tmp_path / "run2"))
+    assert not any("no observations" in note for note in seen.notes)  # with states, the state detectors run
