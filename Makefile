@@ -16,16 +16,18 @@ $(CORE): pyproject.toml | $(VENV)/bin/python
 	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test]"
 	touch $(CORE)
 
-# The loop's default learner is PPO from Stable-Baselines3. torch is pinned to the CPU build
-# first so that stable-baselines3 does not pull a multi-gigabyte CUDA build.
+# The loop's default learner is PPO from Stable-Baselines3. torch is installed first so that
+# stable-baselines3 does not pull another build. A plain torch==2.13.0 is the CPU build only where a
+# local mirror serves it (our CI machines); from the public index on Linux it is the CUDA build:
+# there, make TORCH_INDEX=https://download.pytorch.org/whl/cpu.
 $(SB3): $(CORE)
-	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test,sb3]"
 	touch $(SB3)
 
 # The test suite covers the optional extras too: one pip run for everything (CPU torch first, as above).
 $(FULL): pyproject.toml | $(VENV)/bin/python
-	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0"
+	$(VENV)/bin/python -m pip install --quiet --no-compile "torch==2.13.0" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(VENV)/bin/python -m pip install --quiet --no-compile -e ".[test,all]"
 	touch $(CORE) $(SB3) $(FULL)
 

@@ -456,8 +456,25 @@ def import_user_module(name: str) -> None:
         raise SpecError(f"--import {name}: {type(error).__name__}{': ' + text[0] if text else ''}; check the module name or file") from None
 
 
+IMPORT_EPILOG = (
+    "Every command also takes --import MODULE (repeatable, a dotted name or a .py file): the module is imported first, "
+    "so the transforms, envs, policies and learners it registers can be named."
+)
+
+
+def _say_import(app: typer.Typer) -> None:
+    """Put ``--import`` in every subcommand's --help (it is read before the command line is parsed, so no command declares it)."""
+    for command in app.registered_commands:
+        if command.epilog is None:
+            command.epilog = IMPORT_EPILOG
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _say_import(group.typer_instance)
+
+
 def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...] = ()) -> int:
     """Run a typer app; user errors become one line on stderr and exit code 2. ``--import MODULE`` is read first."""
+    _say_import(app)
     try:
         argv, modules = take_imports(list(sys.argv[1:] if argv is None else argv))
         for module in modules:

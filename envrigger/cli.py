@@ -112,7 +112,12 @@ def demo(
 @app.command()
 def collect(
     spec_path: str = typer.Argument(..., metavar="SPEC.json|ENV_ID", help="A spec file, or a Gymnasium id for the unreshaped env."),
-    policy: str = typer.Option("random", "--policy", help="random, reference, or a saved learner (Q-table .json, SB3 .zip)."),
+    policy: str = typer.Option(
+        "random",
+        "--policy",
+        help="random, reference, a saved learner (Q-table .json, SB3 .zip, ALGO:model.zip such as PPO:ppo.zip), "
+        "or your own policy class as module:Class or file.py:Class (called with the env, if it takes an argument).",
+    ),  # fmt: skip
     episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="Episodes to run; level seeds are --seed .. --seed+N-1."),
     seed: int = typer.Option(0, "--seed", min=0, help="First level seed."),
     policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),

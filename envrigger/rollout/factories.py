@@ -47,7 +47,10 @@ def policy_factory(policy: Any, policy_seed: int = 0) -> PolicyFactory:
         return _Imported(text)  # module:Class or path/to/file.py:Class
     if Path(text.rpartition(":")[2]).exists():  # a saved learner, maybe as ALGO:model.zip
         return _Saved(text, policy_seed)
-    raise TrajectoryError(f"policy: {policy!r} is not random, reference, or an existing saved-learner file; pick one of those")
+    raise TrajectoryError(
+        f"policy: {policy!r} is not random, reference, or an existing saved-learner file (model.json, PPO:model.zip); "
+        "pick one of those, or name your own policy class as module:Class or file.py:Class"
+    )
 
 
 class _Fixed:

@@ -106,3 +106,17 @@ def test_convert_refuses_to_replace_a_fifo_with_a_file(tmp_path, capsys):
     os.mkfifo(fifo)
     assert run_cli(app, ["convert", str(run), str(fifo)], "envrigger") == 2
     assert "not a regular file" in capsys.readouterr().err and stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+@pytest.mark.parametrize("command", [["collect"], ["diagnose"], ["run"], ["ledger", "eval"], ["library", "list"]])
+def test_every_subcommands_help_says_it_takes_import(command, capsys):
+    assert run_cli(app, [*command, "--help"], "envrigger") == 0
+    assert "--import MODULE" in " ".join(capsys.readouterr().out.split())
+
+
+def test_policy_help_and_error_name_the_class_forms(tmp_path, capsys):
+    assert run_cli(app, ["collect", "--help"], "envrigger") == 0
+    assert "module:Class or file.py:Class" in " ".join(capsys.readouterr().out.split())
+    assert run_cli(app, ["collect", "CartPole-v1", "--policy", "nothing-like-this", "-n", "1", "-o", str(tmp_path / "r")], "envrigger") == 2
+    error = capsys.readouterr().err
+    assert "module:Class or file.py:Class" in error and len(error.strip().splitlines()) == 1
