@@ -643,17 +643,30 @@ def run_command(
     _show_final(target, result)
 
 
+def _component_label(component: Any) -> str:
+    """An admitted component as `library list` names it: its transforms with their parameters."""
+    spec = component.get("spec", {}) if isinstance(component, dict) else component.spec.model_dump()
+    transforms = spec.get("transforms", []) if isinstance(spec, dict) else []
+    return ", ".join(f"{t.get('name')}{json.dumps(t.get('params', {}))}" for t in transforms) or "(no transform)"
+
+
 def _show_round(summary: dict[str, Any]) -> None:
     arms = summary["arms"]
     scored = ", ".join(f"{arm} {v['validation']['success']:.2f}" for arm, v in arms.items())
     line = f"round {summary['round']} done: validation-level success {scored}"
     if "findings" in summary:  # the rigger arm diagnosed and validated this round (not in the last one)
-        rejected = ", ".join(f"{k}: {v}" for k, v in summary["rejected_by"].items()) or "-"
-        line += (
-            f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates, "
-            f"{len(summary['admitted'])} admitted (rejected at {rejected}), library {summary['library_size']}"
-        )
+        line += f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates"
     console.print(line)
+    if "findings" in summary:
+        admitted = [_component_label(c) for c in summary["admitted"]]
+        rejected = sum(summary["rejected_by"].values())
+        at = ", ".join(f"{n} at {gate}" for gate, n in summary["rejected_by"].items())
+        before = summary["library_size"]
+        console.print(
+            f"  admitted {len(admitted)}{': ' + '; '.join(admitted) if admitted else ''}"
+            f"{f'; rejected {rejected} ({at})' if rejected else ''}"
+            f"; library {before} -> {before + len(admitted)} component{'s' * (before + len(admitted) != 1)} for the next round"
+        )
     for arm, values in arms.items():
         crashed = values.get("train", {}).get("env_errors", 0)
         if crashed:  # each a failed episode whose level was dropped; the run went on

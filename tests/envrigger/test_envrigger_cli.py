@@ -120,3 +120,22 @@ def test_policy_help_and_error_name_the_class_forms(tmp_path, capsys):
     assert run_cli(app, ["collect", "CartPole-v1", "--policy", "nothing-like-this", "-n", "1", "-o", str(tmp_path / "r")], "envrigger") == 2
     error = capsys.readouterr().err
     assert "module:Class or file.py:Class" in error and len(error.strip().splitlines()) == 1
+
+
+def test_a_round_line_names_what_it_admitted_and_what_the_library_becomes(capsys):
+    from envrigger.cli import _show_round
+
+    spec = HarnessSpec(env_id="MiniGrid-Empty-5x5-v0", transforms=[{"name": "RemoveWalls", "params": {"count": 2}}])
+    summary = {
+        "round": 1,
+        "arms": {"rigger": {"validation": {"success": 0.5}}},
+        "findings": ["loop"],
+        "candidates": 4,
+        "admitted": [{"spec": spec.model_dump()}],
+        "rejected_by": {"learnability": 3},
+        "library_size": 0,
+    }
+    _show_round(summary)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "4 candidates" in out and 'admitted 1: RemoveWalls{"count": 2}' in out
+    assert "rejected 3 (3 at learnability)" in out and "library 0 -> 1 component for the next round" in out
