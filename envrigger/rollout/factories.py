@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from envharness.transforms.base import load_file_module
 from envrigger.data import (
     TrajectoryError,
@@ -152,11 +154,21 @@ def _check_policy(policy: Any, env: Any) -> None:
     if declared is None or not hasattr(declared, "shape"):
         return
     actual = env.observation_space
+    if _transposed_image(declared, actual):
+        return  # SB3 trained on channel-first images (its VecTransposeImage) and its predict transposes each observation back
     if type(declared) is not type(actual) or declared.shape != actual.shape:
         raise TrajectoryError(
             f"policy: it observes {_describe(declared)} but this spec's env gives {_describe(actual)}; collect on the spec "
-            "the policy was trained on (for SB3 on MiniGrid, add ImageOnly or Flatten to the spec)"
+            "the policy was trained on (for SB3 on MiniGrid's raw Dict observations, add ImageOnly or Flatten to the spec)"
         )
+
+
+def _transposed_image(declared: Any, actual: Any) -> bool:
+    """Whether ``declared`` is the channel-first form of the channel-last image space ``actual``, as SB3 makes it."""
+    shape, other = getattr(actual, "shape", None), getattr(declared, "shape", None)
+    if type(declared) is not type(actual) or shape is None or other is None or len(shape) != 3:
+        return False
+    return bool(other == (shape[2], shape[0], shape[1]) and declared.dtype == actual.dtype == np.uint8)
 
 
 def _describe(space: Any) -> str:

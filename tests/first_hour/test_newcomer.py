@@ -115,6 +115,47 @@ def test_sb3_ppo_on_minigrid_then_collect_and_diagnose_from_the_cli(tmp_path, ca
     assert "policy: it observes Box" in err and "Flatten" in err and not raw.exists()
 
 
+def test_sb3s_own_image_pipeline_is_collected_not_refused(tmp_path, capsys):
+    """SB3 trains on ImageOnly's (7, 7, 3) images transposed to (3, 7, 7); collect plays the model on the spec as trained."""
+    sb3 = pytest.importorskip("stable_baselines3", reason="Stable-Baselines3 is an optional extra: pip install 'envharness[sb3]'")
+    spec_path = tmp_path / "empty.json"
+    assert harness("wrap", "MiniGrid-Empty-5x5-v0", "ImageOnly", "-o", str(spec_path)) == 0
+    env = envharness.HarnessSpec.from_json(spec_path.read_text()).build()
+    model = sb3.PPO("MlpPolicy", env, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    assert model.observation_space.shape == (3, 7, 7) and env.observation_space.shape == (7, 7, 3)  # SB3's VecTransposeImage
+    model.learn(64)
+    model.save(tmp_path / "ppo.zip")
+    run = tmp_path / "run"
+    for backend in ("serial", "process"):
+        target = tmp_path / f"run-{backend}"
+        args = ["collect", str(spec_path), "--policy", f"PPO:{tmp_path / 'ppo.zip'}", "-n", "4", "--backend", backend, "-o", str(target)]
+        assert rigger(*args) == 0, capsys.readouterr().err
+    assert (
+        rigger(
+            "collect",
+            str(spec_path),
+            "--policy",
+            f"PPO:{tmp_path / 'ppo.zip'}",
+            "-n",
+            "4",
+            "--backend",
+            "serial",
+            "--batch",
+            "4",
+            "-o",
+            str(run),
+        )
+        == 0
+    ), capsys.readouterr().err
+    first = [e.length for e in TrajectoryStore(tmp_path / "run-serial").iter_episodes()]
+    assert first == [e.length for e in TrajectoryStore(run).iter_episodes()]  # batched predict transposes the stack the same way
+    capsys.readouterr()
+    flat = tmp_path / "flat.json"  # a really different space is still refused
+    assert harness("wrap", "MiniGrid-Empty-5x5-v0", "ImageOnly", "Flatten", "-o", str(flat)) == 0
+    assert rigger("collect", str(flat), "--policy", f"PPO:{tmp_path / 'ppo.zip'}", "-n", "2", "-o", str(tmp_path / "no")) == 2
+    assert "policy: it observes Box (3, 7, 7) but this spec's env gives Box (147,)" in capsys.readouterr().err
+
+
 def test_user_code_reaches_every_command_with_import(user_module, tmp_path, capsys):
     spec = tmp_path / "spec.json"
     assert harness("wrap", "CartPole-v1", "Halved", "-o", str(spec)) == 2
