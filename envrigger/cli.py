@@ -415,6 +415,21 @@ NOTE_READINGS = {
 }
 
 
+def remedy_lines(result: Any, store: Any) -> list[str]:
+    """One line per finding: the catalog transforms that target it, on this run's env."""
+    from envrigger.diagnose.remedies import remedies, run_adapter
+
+    first = store.episodes_table(columns=["spec_json"]).column("spec_json")
+    adapter = run_adapter(first[0].as_py() if len(first) else None)
+    lines = []
+    for finding in result.findings:
+        found = remedies(finding.name, adapter)
+        if found:
+            more = f", and {len(found) - 5} more" if len(found) > 5 else ""
+            lines.append(f"{finding.name}: {', '.join(found[:5])}{more}")
+    return lines
+
+
 def note_lines(result: Any) -> list[str]:
     """The behaviours that are not findings, grouped by why, each with its rate in failures and in successes."""
 
@@ -465,6 +480,11 @@ def diagnose_command(
         print_table(findings_table(result))
         for line in note_lines(result):
             console.print(f"[dim]{line}[/dim]")
+        tries = remedy_lines(result, store)
+        if tries:
+            console.print("what to try: catalog transforms that target each finding (`envrigger run` proposes, validates and admits them)")
+            for line in tries:
+                console.print(f"  {line}")
     elif fmt == "json":
         text = result.model_dump_json(indent=2)
         if output is None:

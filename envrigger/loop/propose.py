@@ -1,6 +1,6 @@
 """Propose: from a diagnosis to candidate reshapings that target its findings.
 
-Contains :class:`Candidate`, :func:`matching_transforms`, :func:`suggest` (parameters drawn
+Contains :class:`Candidate`, :func:`suggest` (parameters drawn
 around a finding's evidence) and :func:`propose`, which also mutates admitted components
 (ACCEL-style) and drops duplicates by canonical spec hash.
 """
@@ -15,9 +15,10 @@ from pydantic import BaseModel, Field
 
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
-from envharness.transforms import TRANSFORMS, Transform, transform_from_spec
+from envharness.transforms import Transform, transform_from_spec
 from envharness.transforms.base import _bounds
 from envrigger.diagnose import Diagnosis, Finding
+from envrigger.diagnose.remedies import matching_transforms
 
 
 class Candidate(BaseModel):
@@ -34,19 +35,6 @@ class Candidate(BaseModel):
     @property
     def hash(self) -> str:
         return self.spec.hash()
-
-
-def matching_transforms(finding_name: str) -> list[type[Transform]]:
-    """Catalog transforms whose ``targets`` name the finding (or its family, before the colon).
-
-    Example:
-        >>> [t.__name__ for t in matching_transforms("terminal_cause:lava")]
-        ['AddLava', 'MoveAgent']
-    """
-    family = finding_name.split(":", 1)[0]
-    return [
-        cls for name, cls in sorted(TRANSFORMS.items()) if cls.kind != "link" and (finding_name in cls.targets or family in cls.targets)
-    ]
 
 
 def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n: int) -> list[Transform]:

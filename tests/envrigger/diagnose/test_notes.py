@@ -52,3 +52,17 @@ def test_a_log_without_observations_gets_no_state_findings_and_says_why(tmp_path
     with_obs = [{**e, "steps": [{**s, "observation": f"o{k % 3}"} for k, s in enumerate(e["steps"])]} for e in episodes]
     seen = diagnose(import_jsonl(write(tmp_path / "obs.jsonl", with_obs), tmp_path / "run2"))
     assert not any("no observations" in note for note in seen.notes)  # with states, the state detectors run
+
+
+def test_each_finding_says_what_to_try_on_this_env(tmp_path):
+    from envrigger.report import render_html
+    from envrigger.rollout import rollout
+
+    run = rollout("MiniGrid-LavaGapS5-v0", "random", episodes=60, out=tmp_path / "run")
+    shown = subprocess.run([sys.executable, "-m", "envrigger.cli", "diagnose", str(tmp_path / "run")], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    tries = shown.stdout.split("what to try")[1]
+    assert "terminal_cause:lava: AddLava, MoveAgent" in " ".join(tries.split())
+    assert "BlockVerb" not in tries and "ToolCost" not in tries  # TextWorld's and code repair's transforms are not offered on MiniGrid
+    page = render_html(diagnose(run), run)
+    assert "What to try: AddLava, MoveAgent" in page and "<details><summary>All statistics (JSON)" in page
