@@ -663,13 +663,6 @@ def run_command(
     _show_final(target, result)
 
 
-def _component_label(component: Any) -> str:
-    """An admitted component as `library list` names it: its transforms with their parameters."""
-    spec = component.get("spec", {}) if isinstance(component, dict) else component.spec.model_dump()
-    transforms = spec.get("transforms", []) if isinstance(spec, dict) else []
-    return ", ".join(f"{t.get('name')}{json.dumps(t.get('params', {}))}" for t in transforms) or "(no transform)"
-
-
 def _show_round(summary: dict[str, Any]) -> None:
     arms = summary["arms"]
     scored = ", ".join(f"{arm} {v['validation']['success']:.2f}" for arm, v in arms.items())
@@ -678,7 +671,7 @@ def _show_round(summary: dict[str, Any]) -> None:
         line += f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates"
     console.print(line)
     if "findings" in summary:
-        admitted = [_component_label(c) for c in summary["admitted"]]
+        admitted = summary.get("admitted_labels") or [f"component {c}" for c in summary["admitted"]]
         rejected = sum(summary["rejected_by"].values())
         at = ", ".join(f"{n} at {gate}" for gate, n in summary["rejected_by"].items())
         before = summary["library_size"]

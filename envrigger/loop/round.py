@@ -5,6 +5,7 @@ Contains :func:`rigger_round`. Admissions train from the next round.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -107,6 +108,7 @@ def rigger_round(
         validation_levels,
     )
     admitted: list[Any] = []
+    labels: list[str] = []  # what each admitted component adds to the base env, as `library list` names transforms
     transfer_steps, transfer_levels = 0, set[str]()
     for index, candidate in enumerate(candidates):
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
@@ -131,6 +133,7 @@ def rigger_round(
                 round=number,
             )
             admitted.append(component)
+            labels.append(", ".join(f"{t.name}{json.dumps(t.params, sort_keys=True)}" for t in candidate.added) or candidate.spec.env_id)
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
@@ -142,6 +145,7 @@ def rigger_round(
         "findings": [f.name for f in diagnosis.findings[:5]],
         "candidates": len(candidates),
         "admitted": admitted,
+        "admitted_labels": labels,
         "rejected_by": rejected,
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,

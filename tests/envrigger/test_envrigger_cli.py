@@ -125,13 +125,13 @@ def test_policy_help_and_error_name_the_class_forms(tmp_path, capsys):
 def test_a_round_line_names_what_it_admitted_and_what_the_library_becomes(capsys):
     from envrigger.cli import _show_round
 
-    spec = HarnessSpec(env_id="MiniGrid-Empty-5x5-v0", transforms=[{"name": "RemoveWalls", "params": {"count": 2}}])
     summary = {
         "round": 1,
         "arms": {"rigger": {"validation": {"success": 0.5}}},
         "findings": ["loop"],
         "candidates": 4,
-        "admitted": [{"spec": spec.model_dump()}],
+        "admitted": [7],  # component ids, as the round stores them
+        "admitted_labels": ['RemoveWalls{"count": 2}'],
         "rejected_by": {"learnability": 3},
         "library_size": 0,
     }
