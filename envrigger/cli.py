@@ -417,16 +417,13 @@ NOTE_READINGS = {
 
 def remedy_lines(result: Any, store: Any) -> list[str]:
     """One line per finding: the catalog transforms that target it, on this run's env."""
-    from envrigger.diagnose.remedies import remedies, run_adapter
+    from envrigger.diagnose.remedies import run_remedies
 
-    first = store.episodes_table(columns=["spec_json"]).column("spec_json")
-    adapter = run_adapter(first[0].as_py() if len(first) else None)
     lines = []
-    for finding in result.findings:
-        found = remedies(finding.name, adapter)
+    for name, found in run_remedies(result, store).items():
         if found:
             more = f", and {len(found) - 5} more" if len(found) > 5 else ""
-            lines.append(f"{finding.name}: {', '.join(found[:5])}{more}")
+            lines.append(f"{name}: {', '.join(found[:5])}{more}")
     return lines
 
 

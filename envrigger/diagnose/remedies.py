@@ -1,10 +1,12 @@
 """What to try for a finding: the catalog transforms whose ``targets`` name it.
 
 Contains :func:`matching_transforms` (what the proposer draws candidates from) and
-:func:`remedies` (the same, as words for a report).
+:func:`remedies` (the same, as words for a report), and :func:`run_remedies` for a run's findings.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from envharness.transforms import TRANSFORMS, Transform
 
@@ -69,4 +71,11 @@ def run_adapter(spec_json: str | None) -> tuple[str, frozenset[str]] | None:
         env.close()
 
 
-__all__ = ["matching_transforms", "remedies", "run_adapter"]
+def run_remedies(diagnosis: Any, store: Any) -> dict[str, list[str]]:
+    """Each finding's remedies on the env ``store``'s run was collected on (what the console and the HTML report show)."""
+    first = store.episodes_table(columns=["spec_json"]).column("spec_json")
+    adapter = run_adapter(first[0].as_py() if len(first) else None)
+    return {f.name: remedies(f.name, adapter) for f in diagnosis.findings}
+
+
+__all__ = ["matching_transforms", "remedies", "run_adapter", "run_remedies"]

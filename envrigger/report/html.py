@@ -40,11 +40,9 @@ def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
     from envrigger.report.transcripts import finding_transcripts
 
     chats = finding_transcripts(diagnosis, store)
-    from envrigger.diagnose.remedies import remedies, run_adapter
+    from envrigger.diagnose.remedies import run_remedies
 
-    first = store.episodes_table(columns=["spec_json"]).column("spec_json")
-    adapter = run_adapter(first[0].as_py() if len(first) else None)
-    tries = {f.name: remedies(f.name, adapter) for f in diagnosis.findings}
+    tries = run_remedies(diagnosis, store)
     return env.from_string(TEMPLATE).render(
         d=diagnosis, figures=plots(store), finding_figures=finding_plots(diagnosis), words=words, pct=pct, brief=brief, strips=strips,
         chats=chats, tries=tries,
