@@ -17,7 +17,7 @@ import gymnasium as gym
 
 from envharness.adapters.base import Adapter, grid_distances
 from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter, PhysicsCartPoleAdapter
-from envharness.adapters.code_repair import CodeRepairAdapter
+from envharness.adapters.code_repair import CodeRepairAdapter, HumanEvalFixAdapter
 from envharness.adapters.minigrid import MiniGridAdapter
 from envharness.adapters.textworld import TextWorldAdapter
 from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, GeneratedFrozenLakeAdapter, TaxiAdapter
@@ -32,6 +32,7 @@ ADAPTERS: list[type[Adapter]] = [
     PhysicsCartPoleAdapter,
     MountainCarAdapter,
     AcrobotAdapter,
+    HumanEvalFixAdapter,  # before CodeRepairAdapter: a subclass of its env
     CodeRepairAdapter,
     TextWorldAdapter,
 ]
@@ -55,6 +56,7 @@ __all__ = [
     "CodeRepairAdapter",
     "FrozenLakeAdapter",
     "GeneratedFrozenLakeAdapter",
+    "HumanEvalFixAdapter",
     "MiniGridAdapter",
     "MountainCarAdapter",
     "PhysicsCartPoleAdapter",

@@ -416,6 +416,19 @@ def _unregistered_kwargs(env: gym.Env) -> dict[str, Any]:
     return extra
 
 
+GROUP_MARK = "::"  # a level id "group::variant" belongs to its group (HumanEvalFix: problem::mutation)
+
+
+def level_group(level_id: str) -> str:
+    """The group a level belongs to, which held-out sets keep whole: the id up to ``::``, else the id itself.
+
+    Example:
+        >>> level_group("HumanEval/12::comparison@14:15"), level_group("minigrid-3f2a")
+        ('HumanEval/12', 'minigrid-3f2a')
+    """
+    return level_id.split(GROUP_MARK, 1)[0]
+
+
 def digest(*parts: Any) -> str:
     """16 hex digits identifying ``parts`` (arrays by their bytes, anything else by repr)."""
     h = hashlib.blake2b(digest_size=8)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from envharness.adapters.base import Adapter, digest
+from envharness.envs.code_tasks import CodeTask
 from envharness.toolcall import tool_name
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
@@ -28,7 +29,7 @@ class CodeRepairAdapter(Adapter):
 
     family = "code_repair"
     capabilities = frozenset({"files"})
-    neutral_kwargs = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation", "reviewer")
+    neutral_kwargs: tuple[str, ...] = ("render_mode", "sandbox", "output_limit", "allow_weak_isolation", "reviewer")
     state_attrs = ("task", "files", "last_output", "submitted", "hidden_result", "test_runs")
     # A submit is the agent's own ending, and one that fails is final: the hidden tests ran.
     irreversible_endings = frozenset({"hidden tests fail"})
@@ -36,12 +37,17 @@ class CodeRepairAdapter(Adapter):
 
     def __init__(self, env: Any) -> None:
         super().__init__(env)
-        from envharness.envs.code_tasks import TASKS
-
-        self._pristine = tuple((task.name, task.path, task.hidden_tests, task.source) for task in TASKS)
+        # Copied from the task registry now: nothing an episode does can change what is judged.
+        self._pristine = {task.name: task for task in self._registry()}
         self._task = ""
         self._start_module: str | None = None  # the module as setup left it, where setup edited it
         self._had_text: frozenset[str] = frozenset()  # the files with text at the start, to see one emptied
+
+    def _registry(self) -> tuple[CodeTask, ...]:
+        """The tasks as the package defines them (never the env's copies)."""
+        from envharness.envs.code_tasks import TASKS
+
+        return TASKS
 
     @classmethod
     def matches(cls, raw: Any) -> bool:
@@ -50,29 +56,29 @@ class CodeRepairAdapter(Adapter):
         return isinstance(raw, CodeRepairEnv)
 
     def begin_episode(self) -> None:
-        from envharness.envs.code_repair import suite_tests
+        from envharness.envs.code_repair import hidden_count, suite_tests
 
         raw = self.raw
         self._task = raw.task.name
-        path, hidden = self._reference()
-        self._start_module = raw.files.get(path, "") if self._edited() else None
+        task = self._reference()
+        self._start_module = raw.files.get(task.path, "") if self._edited() else None
         self._had_text = frozenset(name for name, text in raw.files.items() if text.strip())
         self.destroyed = None
         self._features = {
-            "module_lines": float(len(raw.files[path].splitlines())),
-            "hidden_tests": float(len(suite_tests(hidden))),
-            "visible_tests": float(len(suite_tests(raw.task.visible_tests))),
+            "module_lines": float(len(raw.files[task.path].splitlines())),
+            "hidden_tests": float(hidden_count(task)),
+            "visible_tests": float(len(suite_tests(task.visible_tests))),
         }
 
-    def _reference(self) -> tuple[str, str]:
-        """The module path and the pristine hidden tests of the current task."""
-        return next((path, hidden) for name, path, hidden, _ in self._pristine if name == self._task)
+    def _reference(self) -> CodeTask:
+        """The current task as the registry holds it: its path, pristine source and hidden tests."""
+        return self._pristine[self._task]
 
     def _edited(self) -> bool:
         """Whether setup (a state transform) changed the module from the task's own source."""
         # Against the task registry's own source, copied when the adapter was made, not the env's.
-        path, source = next((path, source) for name, path, _, source in self._pristine if name == self._task)
-        return self.raw.files.get(path) != source
+        task = self._reference()
+        return self.raw.files.get(task.path) != task.source
 
     def level_id(self) -> str | None:
         if self._edited():  # a module edited during setup is another level of the same task
@@ -82,10 +88,10 @@ class CodeRepairAdapter(Adapter):
     def solved(self) -> str | None:
         if not self._edited():
             return None
-        from envharness.envs.code_repair import verify
+        from envharness.envs.code_repair import judge_task
 
-        path, hidden = self._reference()
-        if verify({path: self.raw.files.get(path, "")}, hidden, self.raw.sandbox, self.raw.allow_weak_isolation)[0]:
+        task = self._reference()
+        if judge_task(task, {task.path: self.raw.files.get(task.path, "")}, self.raw.sandbox, self.raw.allow_weak_isolation)[0]:
             return "the module already passes the hidden tests"
         return None
 
@@ -105,12 +111,12 @@ class CodeRepairAdapter(Adapter):
             if emptied:  # its text is gone from the workspace: no tool brings it back
                 self.destroyed = f"emptied {', '.join(emptied)}"
         if terminated and raw.submitted:
-            from envharness.envs.code_repair import verify
+            from envharness.envs.code_repair import judge_task
 
-            path, hidden = self._reference()
-            success, passed, total = verify({path: raw.files.get(path, "")}, hidden, raw.sandbox, raw.allow_weak_isolation)
+            task = self._reference()
+            success, passed, total = judge_task(task, {task.path: raw.files.get(task.path, "")}, raw.sandbox, raw.allow_weak_isolation)
             start = self._start_module
-            if success and start is not None and verify({path: start}, hidden, raw.sandbox, raw.allow_weak_isolation, fresh=True)[0]:
+            if success and start is not None and judge_task(task, {task.path: start}, raw.sandbox, raw.allow_weak_isolation, fresh=True)[0]:
                 # The module setup wrote passes now, though it failed at reset (it reads the clock, or chance):
                 # the level was solved without the agent, and this success is not the agent's.
                 return Verdict(False, 0.0, "the level's own start passes the hidden tests now: the submission decided nothing")
@@ -126,3 +132,29 @@ class CodeRepairAdapter(Adapter):
         if path in raw.files:
             raw.last_output = raw._numbered(path)
             self.note_setup("open_file", path)  # the first observation differs: another start
+
+
+class HumanEvalFixAdapter(CodeRepairAdapter):
+    """The code-repair adapter for HumanEvalFix: the registry is the built task set; levels are grouped by problem.
+
+    Example:
+        >>> import gymnasium as gym, envharness.envs
+        >>> env = gym.make("envharness/HumanEvalFix-v0", task="HumanEval/53::arithmetic@10:11")
+        >>> adapter = HumanEvalFixAdapter(env)
+        >>> _ = env.reset(seed=0); adapter.begin_episode()
+        >>> adapter.level_id(), adapter.level_features()["hidden_tests"]
+        ('HumanEval/53::arithmetic@10:11', 6.0)
+    """
+
+    neutral_kwargs = (*CodeRepairAdapter.neutral_kwargs, "split")  # a split only narrows which levels are drawn
+
+    def _registry(self) -> tuple[CodeTask, ...]:
+        from envharness.envs.humaneval import task_set
+
+        return tuple(task_set().tasks)
+
+    @classmethod
+    def matches(cls, raw: Any) -> bool:
+        from envharness.envs.humaneval import HumanEvalFixEnv
+
+        return isinstance(raw, HumanEvalFixEnv)

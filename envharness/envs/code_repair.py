@@ -61,18 +61,13 @@ VISIBLE_FILE = "test_visible.py"
 # prints or returns, only the values it produces for its own test's probes can count.
 PROBE_FILE = "_probes.json"
 PROBE_SECONDS = 12.0  # the wall-clock budget of all tests together (the sandbox's own limit is 15 s)
-PROBE_CHILD = r"""
-def _judge():
-    import json, os, sys
-    kind_of, text, sub = type, str, issubclass
-    channel = os.fdopen(os.dup(1), "w")
-    quiet = os.open(os.devnull, os.O_RDWR)
-    os.dup2(quiet, 1)
-    os.dup2(quiet, 2)
-    request = json.loads(sys.stdin.read())
-    os.dup2(quiet, 0)
+# How a value the agent's code produced is reported: its data, read with the exact types' own
+# methods, never its class's. Defined before the agent's code runs, so the builtins it uses are
+# the real ones (bound as defaults). Shared by every program that runs the agent's code.
+ENCODER = r"""
+def exact_encoder(kind_of=type, text=str, sub=issubclass, limit=20000):
     exact = ((list, "list"), (tuple, "tuple"), (set, "set"), (frozenset, "frozenset"))
-    room = [20000]
+    room = [limit]
 
     def encode(value, depth=0):
         room[0] -= 1
@@ -98,6 +93,23 @@ def _judge():
             return ["dict", [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in dict.items(value)]]
         return ["object", text(getattr(kind, "__qualname__", "?"))[:200]]
 
+    return encode
+
+"""
+PROBE_CHILD = (
+    ENCODER
+    + r"""
+def _judge():
+    import json, os, sys
+    kind_of, text = type, str
+    encode = exact_encoder()
+    channel = os.fdopen(os.dup(1), "w")
+    quiet = os.open(os.devnull, os.O_RDWR)
+    os.dup2(quiet, 1)
+    os.dup2(quiet, 2)
+    request = json.loads(sys.stdin.read())
+    os.dup2(quiet, 0)
+
     module, steps = request.pop("module"), request.pop("steps")
     values, error = [], None
     scope = {"__name__": "test_module"}
@@ -120,6 +132,7 @@ def _judge():
 
 _judge()
 """
+)
 PROBE_RUNNER = r"""
 import ctypes, json, os, signal, subprocess, sys, time
 with open(sys.argv[1]) as handle:
@@ -531,6 +544,44 @@ def verify(
     return judge(json.dumps(files, sort_keys=True), hidden_tests, backend, allow_weak_isolation)
 
 
+@lru_cache(maxsize=4096)
+def _judge_check_cached(files_json: str, task: CodeTask, backend: str, allow_weak_isolation: bool) -> tuple[bool, int, int]:
+    from envharness.envs.check_judge import judge_check
+
+    outcome = judge_check(
+        json.loads(files_json),
+        task.module,
+        task.entry_point,
+        task.trusted,
+        task.hidden_tests,
+        task.seed,
+        json.loads(task.calls),
+        backend,
+        allow_weak_isolation,
+    )
+    return outcome.passed, int(outcome.passed), 1
+
+
+def judge_task(
+    task: CodeTask, files: dict[str, str], backend: str = "subprocess", allow_weak_isolation: bool = False, fresh: bool = False
+) -> tuple[bool, int, int]:
+    """(all hidden tests pass, passed, total) for ``files`` by ``task``'s hidden tests, read the way its ``judge`` says.
+
+    A ``check`` program counts as one test.
+    """
+    if task.judge == "check":
+        judge = _judge_check_cached.__wrapped__ if fresh else _judge_check_cached
+        return judge(json.dumps(files, sort_keys=True), task, backend, allow_weak_isolation)
+    return verify(files, task.hidden_tests, backend, allow_weak_isolation, fresh)
+
+
+def hidden_count(task: CodeTask) -> int:
+    """How many hidden tests ``task`` has: its ``test_`` functions, or the asserts of its ``check`` program."""
+    if task.judge == "check":
+        return sum(isinstance(node, ast.Assert) for node in ast.walk(ast.parse(task.hidden_tests)))
+    return len(suite_tests(task.hidden_tests))
+
+
 class CodeRepairEnv(gym.Env):
     """Repair one of twenty buggy Python modules with file tools; hidden tests run in a sandbox.
 
@@ -565,13 +616,15 @@ class CodeRepairEnv(gym.Env):
         allow_weak_isolation: bool = False,
         reviewer: str | None = None,
     ) -> None:
-        names = [t.name for t in TASKS]
+        self.tasks = self._task_list()
+        names = [t.name for t in self.tasks]
         if reviewer is not None and reviewer not in REVIEWERS:
             raise ValueError(f"reviewer: got {reviewer!r}; use one of {', '.join(REVIEWERS)} (or none, for no ask_human tool)")
         self.reviewer = reviewer
         self.tools = (*TOOLS, ASK_HUMAN) if reviewer is not None else TOOLS
         if task is not None and task not in names:
-            raise ValueError(f"task {task!r} is unknown; use one of {', '.join(names)}")
+            shown = ", ".join(names[:6]) + (f" ... ({len(names)} in all)" if len(names) > 6 else "")
+            raise ValueError(f"task {task!r} is unknown; use one of {shown}")
         if type(output_limit) is not int or not 100 <= output_limit <= OBS_LIMIT:
             raise ValueError(f"output_limit: got {output_limit!r}; give a whole number of characters from 100 to {OBS_LIMIT}")
         self.fixed_task = task
@@ -581,12 +634,16 @@ class CodeRepairEnv(gym.Env):
         self.render_mode = render_mode
         self.observation_space = spaces.Text(max_length=OBS_LIMIT, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=4000, min_length=0, charset=CHARSET)
-        self.task: CodeTask = TASKS[0]
+        self.task: CodeTask = self.tasks[0]
         self.files: dict[str, str] = {}
         self.last_output = ""
         self.submitted = False
         self.hidden_result: tuple[bool, int, int] | None = None
         self.test_runs = 0
+
+    def _task_list(self) -> tuple[CodeTask, ...]:
+        """The tasks this env draws its levels from."""
+        return TASKS
 
     # -- helpers -------------------------------------------------------------------------
     def _text(self, output: str) -> str:
@@ -621,9 +678,9 @@ class CodeRepairEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         super().reset(seed=seed)
         if self.fixed_task is not None:
-            self.task = next(t for t in TASKS if t.name == self.fixed_task)
+            self.task = next(t for t in self.tasks if t.name == self.fixed_task)
         else:
-            self.task = TASKS[int(self.np_random.integers(len(TASKS)))]
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         self.files = {self.task.path: self.task.source, VISIBLE_FILE: self.task.visible_tests}
         self.last_output = "Start by viewing the module or running the visible tests."
         self.submitted, self.hidden_result, self.test_runs = False, None, 0
@@ -668,7 +725,7 @@ class CodeRepairEnv(gym.Env):
             else:  # submit
                 self.submitted = True
                 module = {self.task.path: self.files[self.task.path]}
-                self.hidden_result = verify(module, self.task.hidden_tests, self.sandbox, self.allow_weak_isolation)
+                self.hidden_result = judge_task(self.task, module, self.sandbox, self.allow_weak_isolation)
                 success, passed, total = self.hidden_result
                 info["hidden_passed"], info["hidden_total"] = passed, total
                 reward, terminated = (1.0 if success else 0.0), True
@@ -684,4 +741,4 @@ class CodeRepairEnv(gym.Env):
         return self.observe() if self.render_mode == "ansi" else None
 
 
-__all__ = ["CodeRepairEnv", "TASKS", "run_tests", "verify"]
+__all__ = ["CodeRepairEnv", "TASKS", "hidden_count", "judge_task", "run_tests", "verify"]

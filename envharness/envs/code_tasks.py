@@ -13,7 +13,15 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CodeTask:
-    """One bug-fix task."""
+    """One bug-fix task.
+
+    ``judge`` says how the hidden tests are read: ``suite`` (``test_`` functions of asserts,
+    split into probes and checks by :func:`envharness.envs.code_repair.compile_suite`) or
+    ``check`` (a benchmark's trusted ``check(candidate)`` program, judged by
+    :mod:`envharness.envs.check_judge` with ``entry_point``, the benchmark's ``trusted`` code,
+    the test's random ``seed`` and the reference run's ``calls``). ``problem`` is the public
+    problem a level was made from (HumanEval's task id), empty for the tasks written here.
+    """
 
     name: str
     module: str
@@ -22,6 +30,12 @@ class CodeTask:
     fix: tuple[tuple[int, int, str], ...]
     visible_tests: str
     hidden_tests: str
+    judge: str = "suite"
+    entry_point: str = ""
+    trusted: str = ""
+    seed: int = 0
+    calls: str = "[]"
+    problem: str = ""
 
     @property
     def path(self) -> str:

@@ -161,7 +161,7 @@ def default_harness(env_id: str | None = None, output: str = "text") -> AgentHar
         raise SpecError(f"output: got {output!r}; use text or tools")
     if env_id and "TextWorld" in env_id:
         return AgentHarness(system_prompt=TEXTWORLD_SYSTEM, task_template=TEXTWORLD_TURN, turn_template=TEXTWORLD_TURN, output=output)  # type: ignore[arg-type]
-    if env_id and "CodeRepair" in env_id:
+    if env_id and ("CodeRepair" in env_id or "HumanEvalFix" in env_id):
         turn = CODE_TEXT_TURN if output == "text" else "{{ observation }}"
         return AgentHarness(
             system_prompt=CODE_SYSTEM,

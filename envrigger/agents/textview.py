@@ -180,7 +180,7 @@ def text_view(env: gym.Env) -> TextView:
     ):
         return TextView("commands", act_space)
     if isinstance(obs_space, gym.spaces.Text) and isinstance(act_space, gym.spaces.Text):
-        code = type(raw).__name__ == "CodeRepairEnv"
+        code = any(cls.__name__ == "CodeRepairEnv" for cls in type(raw).__mro__)  # HumanEvalFix is one too
         return TextView("tool_calls" if code else "text", act_space, ask_human=code and getattr(raw, "reviewer", None) is not None)
     name = env.spec.id if env.spec is not None else type(raw).__name__
     raise SpecError(

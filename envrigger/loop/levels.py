@@ -2,7 +2,9 @@
 
 Contains :class:`Seeds` (fresh training seeds in order, skipping every seed whose *base*
 level, the original env's level for that seed before any state transform, is reserved),
-:func:`first_free` and :class:`LevelSplit` (the level ids training must never see).
+:func:`first_free`, :func:`is_reserved` and :class:`LevelSplit` (the level ids training must
+never see). A level is reserved with its whole group (:func:`envharness.adapters.base.level_group`):
+on HumanEvalFix, holding out one bug of a problem holds out the problem.
 """
 
 from __future__ import annotations
@@ -12,12 +14,28 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from envharness.adapters.base import GROUP_MARK, level_group
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
 
 REFUSED = "refused:"  # the level id Seeds gives a seed whose level the harness refuses
+
+
+def is_reserved(level: str, reserved: set[str]) -> bool:
+    """Whether ``level`` is reserved: it, or its group, is in ``reserved``.
+
+    Example:
+        >>> is_reserved("HumanEval/3::boolean@9:4", {"HumanEval/3::comparison@12:8"})
+        True
+    """
+    if level in reserved:
+        return True
+    if GROUP_MARK not in level:
+        return False
+    group = level_group(level)
+    return any(r == group or r.startswith(group + GROUP_MARK) for r in reserved)
 
 
 class Seeds:
@@ -59,7 +77,7 @@ class Seeds:
         while True:
             seed, self.counter = self.counter, self.counter + 1
             level = self.level(seed)
-            if level in self.reserved:
+            if is_reserved(level, self.reserved):
                 self.skipped += 1
                 continue
             if level.startswith(REFUSED):
@@ -92,7 +110,7 @@ def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], coun
             if len(out) >= count:
                 break
             level = picker.level(seed)
-            if level not in reserved and not level.startswith(REFUSED):
+            if not is_reserved(level, reserved) and not level.startswith(REFUSED):
                 out.append(int(seed))
                 if levels is not None:
                     levels.add(level)
@@ -145,7 +163,7 @@ class LevelSplit(BaseModel):
             val_levels: set[str] = set()
             val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels)
             reserved = held | val_levels
-            taken = sum(scan.level(TRAIN_SEED + i) in reserved for i in range(probe))
+            taken = sum(is_reserved(scan.level(TRAIN_SEED + i), reserved) for i in range(probe))
         finally:
             scan.close()
         if len(val) < config.val_episodes or taken > probe // 2:
@@ -171,8 +189,8 @@ class LevelSplit(BaseModel):
             ...
             envrigger.data.store.TrajectoryError: level overlap: original:train played 1 held-out or validation level(s) (a); the held-out result would not be on unseen levels
         """
-        reserved = set(self.heldout_levels) | set(self.validation_levels)
-        overlap = {use: sorted(levels & reserved) for use, levels in used.items()}
+        reserved = {level_group(level) for level in (*self.heldout_levels, *self.validation_levels)}
+        overlap = {use: sorted(level for level in levels if level_group(level) in reserved) for use, levels in used.items()}
         if self.disjoint:
             for use, shared in overlap.items():
                 if shared:

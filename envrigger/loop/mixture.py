@@ -20,7 +20,7 @@ import gymnasium as gym
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envharness.verifier import Verdict
-from envrigger.loop.levels import Seeds
+from envrigger.loop.levels import Seeds, is_reserved
 
 
 class Evidence:
@@ -124,7 +124,7 @@ class MixtureEnv(gym.Env):
             if index != 0:
                 # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.
                 level = "" if info.get("level_id") is None else str(info["level_id"])
-                if level in self.seeds.reserved:
+                if is_reserved(level, self.seeds.reserved):
                     self.seeds.skipped += 1
                     continue
                 self.seeds.levels.add(level)

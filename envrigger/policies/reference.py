@@ -251,6 +251,7 @@ class CodeRepairSolver:
 
 
 REFERENCE_SOLVERS["CodeRepairAdapter"] = CodeRepairSolver
+REFERENCE_SOLVERS["HumanEvalFixAdapter"] = CodeRepairSolver
 
 
 class TextWorldSolver:
