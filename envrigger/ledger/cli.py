@@ -108,12 +108,14 @@ def eval_command(
     """
     from envrigger.agents.chat import read_prices
     from envrigger.ledger import Ledger, evaluate_cell, loop_levels
+    from envrigger.loop.levels import is_reserved
 
     ledger = Ledger(path)
     if any(r["name"] == release for r in ledger.releases()):
         raise UserError(f"release {release!r} is already in {path}; a release is evaluated once: give the new one another name")
     for run in trained_in or []:
-        shared = sorted(loop_levels(run) & {level for _, level in ledger.tasks()})
+        played = loop_levels(run)
+        shared = sorted(level for _, level in ledger.tasks() if is_reserved(level, played))
         if shared:
             raise UserError(
                 f"{run} played {len(shared)} of this ledger's held-out tasks ({', '.join(shared[:3])}); a release trained on them "

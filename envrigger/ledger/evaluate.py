@@ -18,11 +18,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from envharness.adapters.base import level_group
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.ledger.factors import Cell
 from envrigger.ledger.store import Ledger, TaskResult
+from envrigger.loop.levels import is_reserved
 
 # Far above every range a loop draws from (held-out 1M, selection 1.5M, collection 2M,
 # validation 3M, training 4M upwards, transfer 5G): ledger S draws from LEDGER_SEED + S * 10M.
@@ -42,6 +44,9 @@ def _level(probe: Any, seed: int) -> str | None:
 def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None = None, scan: int = 20) -> list[tuple[int, str]]:
     """``count`` distinct levels of ``spec``'s original env, from the ledger's own seeds, none in ``avoid``.
 
+    Distinct by level group (:func:`envharness.adapters.base.level_group`), and none of a group
+    in ``avoid``: on HumanEvalFix, one level per problem, and no problem a loop played.
+
     Example:
         >>> tasks = draw_tasks(HarnessSpec(env_id="MiniGrid-Empty-Random-6x6-v0"), 3, seed=0)
         >>> len({level for _, level in tasks}), tasks[0][0] >= LEDGER_SEED
@@ -56,9 +61,10 @@ def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None 
     try:
         for candidate in range(start, start + scan * count):
             level = _level(probe, candidate)
-            if level is None or level in avoid or level in seen:
+            # Distinct by group, as held-out sets are: one bug per HumanEvalFix problem, none of an avoided problem.
+            if level is None or is_reserved(level, avoid) or level_group(level) in seen:
                 continue
-            seen.add(level)
+            seen.add(level_group(level))
             tasks.append((candidate, level))
             if len(tasks) == count:
                 return tasks

