@@ -21,7 +21,7 @@ import io
 import pickle
 import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import gymnasium as gym
@@ -427,6 +427,21 @@ def level_group(level_id: str) -> str:
         ('HumanEval/12', 'minigrid-3f2a')
     """
     return level_id.split(GROUP_MARK, 1)[0]
+
+
+def is_reserved(level: str, reserved: Collection[str]) -> bool:
+    """Whether ``level`` is reserved: it, or its group, is in ``reserved``.
+
+    Example:
+        >>> is_reserved("HumanEval/3::boolean@9:4", {"HumanEval/3::comparison@12:8"})
+        True
+    """
+    if level in reserved:
+        return True
+    if GROUP_MARK not in level:
+        return False
+    group = level_group(level)
+    return any(r == group or r.startswith(group + GROUP_MARK) for r in reserved)
 
 
 def digest(*parts: Any) -> str:

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from envharness.envs.code_repair import ENCODER
+from envharness.envs.exact import ENCODER
 
 ROUNDS = 6  # rounds of asking the agent's module again, for calls that depend on earlier answers
 MAX_CALLS = 5000  # calls one test may make
@@ -285,7 +285,7 @@ def reference_calls(
 
 def _answers(stdout: str, count: int) -> tuple[list[Any], str | None]:
     """The agent's answers, each checked to be readable plain data (else an untrusted object); or why there are none."""
-    from envharness.envs.code_repair import decode
+    from envharness.envs.exact import decode
 
     answers: list[Any] = []
     for text in stdout.splitlines():

@@ -106,9 +106,9 @@ def eval_command(
     Example: envrigger ledger eval ledger.db --release v1 --base-url http://127.0.0.1:8000/v1 --model qwen
     Example: envrigger ledger eval ledger.db --release ref --policy reference --env reshaped.json
     """
+    from envharness.adapters.base import is_reserved
     from envrigger.agents.chat import read_prices
     from envrigger.ledger import Ledger, evaluate_cell, loop_levels
-    from envrigger.loop.levels import is_reserved
 
     ledger = Ledger(path)
     if any(r["name"] == release for r in ledger.releases()):

@@ -18,13 +18,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from envharness.adapters.base import level_group
+from envharness.adapters.base import is_reserved, level_group
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.ledger.factors import Cell
 from envrigger.ledger.store import Ledger, TaskResult
-from envrigger.loop.levels import is_reserved
 
 # Far above every range a loop draws from (held-out 1M, selection 1.5M, collection 2M,
 # validation 3M, training 4M upwards, transfer 5G): ledger S draws from LEDGER_SEED + S * 10M.

@@ -2,8 +2,8 @@
 
 Contains :class:`Seeds` (fresh training seeds in order, skipping every seed whose *base*
 level, the original env's level for that seed before any state transform, is reserved),
-:func:`first_free`, :func:`is_reserved` and :class:`LevelSplit` (the level ids training must
-never see). A level is reserved with its whole group (:func:`envharness.adapters.base.level_group`):
+:func:`first_free` and :class:`LevelSplit` (the level ids training must
+never see). A level is reserved with its whole group (:func:`envharness.adapters.base.is_reserved`):
 on HumanEvalFix, holding out one bug of a problem holds out the problem.
 """
 
@@ -14,28 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from envharness.adapters.base import GROUP_MARK, level_group
+from envharness.adapters.base import is_reserved, level_group
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
 
 REFUSED = "refused:"  # the level id Seeds gives a seed whose level the harness refuses
-
-
-def is_reserved(level: str, reserved: set[str]) -> bool:
-    """Whether ``level`` is reserved: it, or its group, is in ``reserved``.
-
-    Example:
-        >>> is_reserved("HumanEval/3::boolean@9:4", {"HumanEval/3::comparison@12:8"})
-        True
-    """
-    if level in reserved:
-        return True
-    if GROUP_MARK not in level:
-        return False
-    group = level_group(level)
-    return any(r == group or r.startswith(group + GROUP_MARK) for r in reserved)
 
 
 class Seeds:

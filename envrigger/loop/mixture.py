@@ -17,10 +17,11 @@ from typing import Any
 
 import gymnasium as gym
 
+from envharness.adapters.base import is_reserved
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envharness.verifier import Verdict
-from envrigger.loop.levels import Seeds, is_reserved
+from envrigger.loop.levels import Seeds
 
 
 class Evidence:
