@@ -66,7 +66,8 @@ CALLS_PROGRAM = (
     + r"""
 def _answer():
     import importlib, json, os, sys
-    kind_of, text = type, str
+    kind_of, text, make_encoder = type, str, exact_encoder
+    del globals()["exact_encoder"]
     channel = os.fdopen(os.dup(1), "w")
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)
@@ -86,7 +87,7 @@ def _answer():
     for args, kwargs in calls:
         try:
             value = function(*args, **kwargs)
-            answer = exact_encoder()(value)
+            answer = make_encoder()(value)
         except BaseException as raised:
             answer = ["raised", text(kind_of(raised).__name__)[:100]]
         channel.write("ANSWER " + json.dumps(answer) + "\n")

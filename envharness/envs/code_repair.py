@@ -69,6 +69,7 @@ def _judge():
     import json, os, sys
     kind_of, text = type, str
     encode = exact_encoder()
+    del globals()["exact_encoder"]  # nothing of ours stays in __main__ but the entry function
     channel = os.fdopen(os.dup(1), "w")
     quiet = os.open(os.devnull, os.O_RDWR)
     os.dup2(quiet, 1)
