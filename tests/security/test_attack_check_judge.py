@@ -55,9 +55,10 @@ def level(problem: str):
 def judge(problem: str, source: str, extra: dict[str, str] | None = None) -> bool:
     """Whether ``source`` as ``solution.py`` (plus ``extra`` files) is judged a success; asserts the time bound."""
     files = {"solution.py": textwrap.dedent(source), **(extra or {})}
+    task = level(problem)  # outside the clock: on a fresh machine the first call builds the task set
     started = time.monotonic()
     try:
-        success, passed, total = judge_task(level(problem), files, "subprocess", fresh=True)
+        success, passed, total = judge_task(task, files, "subprocess", fresh=True)
     except Exception as error:  # the judge refusing a submission by raising is not a success either
         success, passed, total = False, 0, 1
         print(f"judge raised {type(error).__name__}: {error}")
