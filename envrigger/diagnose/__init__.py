@@ -27,6 +27,7 @@ from envrigger.diagnose.detectors import (
     contrast,
     explains_failure,
     merge_duplicates,
+    merge_symptoms,
     note_reading,
     rate_by_feature,
     step_candidates,
@@ -41,7 +42,8 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
     """Run every detector over ``run``; keep what explains failure or costs return; rank by severity.
 
     Behaviours as common in successful episodes as in failed ones become style notes;
-    findings that cover the same failed episodes are merged (the clearest is kept); failure
+    findings that cover the same failed episodes are merged (the clearest is kept), and
+    behaviours and endings seen on the same episodes become one finding with symptoms; failure
     modes get the condition under which they happen, where the stored states show one.
     """
     config = config or DiagnoseConfig()
@@ -64,6 +66,7 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
         if c.kind in ("behaviour", "cost"):
             c.stats["contrast"] = contrast(c.mask, frame.success)
     kept = merge_duplicates([c for c in candidates if explains_failure(c, frame, config)], frame, config)
+    kept = merge_symptoms(kept, frame, config)
     first = store.episodes_table(columns=["spec_json"]).column("spec_json")
     words = vocabulary(first[0].as_py() if len(first) else None)
     for c in kept:
@@ -72,6 +75,8 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             if condition is not None:
                 c.stats["condition"] = condition
                 c.title += f", when {condition['rule']}"
+        if c.stats.get("symptoms"):  # after the condition, which belongs to the finding's own name
+            c.title += "; the same episodes also: " + ", ".join(s["title"] for s in c.stats["symptoms"])
     for c in kept:
         feature = c.stats.get("feature") or next(
             (cl["raw"] for cl in c.stats.get("condition", {}).get("clauses", []) if cl["raw"] in frame.features), None

@@ -30,6 +30,8 @@ class DiagnoseConfig:
     interval (its rate in failed episodes over its rate in successful ones) exceeds
     ``contrast_min_lift``; otherwise it is a style note. A level region (or a cost) whose
     episodes a clearer one flags too, ``duplicate_overlap`` of them, is not a finding of its own.
+    Behaviours and endings that flag nearly the same episodes (each covers ``symptom_overlap``
+    of the other's) are one behaviour seen several ways: one finding, the others its symptoms.
     """
 
     min_episodes: int = 3
@@ -54,6 +56,7 @@ class DiagnoseConfig:
     return_gap_min: float = 0.5
     giving_up_max_share: float = 0.5  # an ending the agent chose, having used at most this share of its step limit
     duplicate_overlap: float = 0.9
+    symptom_overlap: float = 0.8  # behaviours and endings flagging (both ways) this share of each other's episodes: one finding
     batch_size: int = 262_144
 
     def step_flags(self) -> dict[str, tuple[str, int, float]]:
@@ -561,6 +564,7 @@ def to_finding(
         severity=severity,
         stats=candidate.stats,
         evidence=evidence,
+        symptoms=[symptom["name"] for symptom in candidate.stats.get("symptoms", [])],
     )
 
 
@@ -594,6 +598,51 @@ def merge_duplicates(candidates: list[Candidate], frame: EpisodeFrame, config: D
                 twin.stats.setdefault("also_explained_by", []).append(c.title if kind == "region" else c.name)
         out.extend(kept)
     return out
+
+
+def merge_symptoms(candidates: list[Candidate], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+    """One finding per behaviour: behaviours and endings that flag nearly the same episodes become one, with symptoms.
+
+    A PPO agent pressing ``forward`` into a wall shows a no-op, a repeated action, revisits
+    and a timeout on the same episodes: one behaviour, not four findings. Candidates are
+    taken strongest first (an ending the env names, such as lava or a failed submit, then a
+    behaviour, then an ending that only says how the episode stopped, such as a timeout or
+    giving up; within each, the larger share of failures covered, then the larger lower end
+    of the lift's interval); one whose episodes and a kept one's each cover ``symptom_overlap`` of the
+    other's joins the kept one as a symptom (``stats["symptoms"]``), keeping the kept one's
+    statistics. Candidates below the support thresholds take no part.
+    """
+    failed = ~frame.success
+    failures = max(int(failed.sum()), 1)
+
+    def supported(c: Candidate) -> bool:
+        hits = int(c.mask.sum())
+        return hits >= config.min_episodes and hits / max(frame.n, 1) >= config.min_rate
+
+    def strength(c: Candidate) -> tuple:
+        # What ended the episode, where the env says (lava, a failed submit), names it best; then the
+        # behaviour; an ending that says only how it stopped (a timeout, giving up) is a symptom.
+        told = c.name.startswith("terminal_cause:") or c.name == "episode_error"
+        lift = (c.stats.get("contrast") or {}).get("lift_ci") or [0.0, 0.0]
+        return (0 if told else 1 if c.kind == "behaviour" else 2, -round(int((c.mask & failed).sum()) / failures, 9), -float(lift[0]), c.name)
+
+    mergeable = sorted((c for c in candidates if c.kind in ("behaviour", "ending") and supported(c)), key=strength)
+    kept: list[Candidate] = []
+    merged: set[int] = set()
+    for c in mergeable:
+        twin = next(
+            (k for k in kept if min(_covered(c.mask, k.mask), _covered(k.mask, c.mask)) >= config.symptom_overlap),
+            None,
+        )
+        if twin is None:
+            kept.append(c)
+            continue
+        merged.add(id(c))
+        symptom = {"name": c.name, "title": c.title, "episodes": int(c.mask.sum()), "shared": int((c.mask & twin.mask).sum())}
+        if "contrast" in c.stats:
+            symptom["contrast"] = c.stats["contrast"]
+        twin.stats.setdefault("symptoms", []).append(symptom)
+    return [c for c in candidates if id(c) not in merged]
 
 
 def _covered(a: np.ndarray, by: np.ndarray) -> float:

@@ -60,6 +60,10 @@ class Finding(BaseModel):
     severity: float = Field(description="share of all failed episodes this finding covers")
     stats: dict[str, Any] = Field(default_factory=dict, description="detector-specific statistics (threshold, lift...)")
     evidence: list[Evidence] = Field(default_factory=list)
+    symptoms: list[str] = Field(
+        default_factory=list,
+        description="the names of other behaviours and endings seen on (nearly) the same episodes, merged into this one",
+    )
 
     @property
     def level(self) -> str:
@@ -88,5 +92,5 @@ class Diagnosis(BaseModel):
     action_names: list[str] = Field(default_factory=list, description="the env's names of its Discrete actions, by index")
 
     def finding(self, name: str) -> Finding | None:
-        """The finding called ``name``, if any."""
-        return next((f for f in self.findings if f.name == name), None)
+        """The finding called ``name``, or the one it was merged into as a symptom, if any."""
+        return next((f for f in self.findings if f.name == name), None) or next((f for f in self.findings if name in f.symptoms), None)

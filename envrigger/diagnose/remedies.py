@@ -75,7 +75,11 @@ def run_remedies(diagnosis: Any, store: Any) -> dict[str, list[str]]:
     """Each finding's remedies on the env ``store``'s run was collected on (what the console and the HTML report show)."""
     first = store.episodes_table(columns=["spec_json"]).column("spec_json")
     adapter = run_adapter(first[0].as_py() if len(first) else None)
-    return {f.name: remedies(f.name, adapter) for f in diagnosis.findings}
+    out = {}
+    for f in diagnosis.findings:  # a merged finding's symptoms have remedies too
+        found = [r for name in (f.name, *f.symptoms) for r in remedies(name, adapter)]
+        out[f.name] = list(dict.fromkeys(found))
+    return out
 
 
 __all__ = ["matching_transforms", "remedies", "run_adapter", "run_remedies"]

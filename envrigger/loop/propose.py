@@ -132,8 +132,13 @@ def propose(
     # One queue per (finding, transform); taking from each in turn keeps the front of the list varied.
     queues = []
     for finding in [f for f in diagnosis.findings if f.severity > 0][:max_findings]:
-        for cls in matching_transforms(finding.name):
-            queues.append([(finding, t) for t in suggest(cls, finding, rng, per_finding)])
+        tried: set[str] = set()
+        for name in (finding.name, *finding.symptoms):  # a merged finding's symptoms are targets too
+            for cls in matching_transforms(name):
+                if cls.__name__ not in tried:
+                    tried.add(cls.__name__)
+                    target = finding if name == finding.name else finding.model_copy(update={"name": name})
+                    queues.append([(target, t) for t in suggest(cls, target, rng, per_finding)])
     while any(queues):
         for queue in queues:
             if not queue:

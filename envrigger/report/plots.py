@@ -37,7 +37,8 @@ def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
     out: dict[str, str] = {}
     features = [(k, v) for k, v in frame.features.items() if len(np.unique(v[~np.isnan(v)])) > 1][:max_features]
     if features:
-        fig, axes = plt.subplots(1, len(features), figsize=(3.2 * len(features), 2.8), squeeze=False)
+        # Constrained layout makes room for the overall title above the panel titles (they overlapped).
+        fig, axes = plt.subplots(1, len(features), figsize=(3.2 * len(features), 2.8), squeeze=False, layout="constrained")
         for ax, (name, values) in zip(axes[0], features):
             known = ~np.isnan(values)
             distinct = np.unique(values[known])

@@ -172,8 +172,11 @@ def test_confounded_level_features_are_one_finding(tmp_path):
 def test_a_behaviour_as_common_in_successes_is_a_style_note_not_a_finding(cartpole_run):
     report = diagnose(cartpole_run)
     repeated = report.finding("repeated_action")
-    # Pushing one way many times is what the flawed episodes do, and what the good ones do not: a finding.
-    assert repeated is not None and repeated.stats["contrast"]["lift_ci"][0] > 1
+    # Pushing one way many times is what the flawed episodes do, and what the good ones do not: a finding
+    # (on the episodes where the pole falls, so one finding with the fall: a symptom of it, its contrast kept).
+    assert repeated is not None
+    stats = repeated.stats if repeated.name == "repeated_action" else next(s for s in repeated.stats["symptoms"] if s["name"] == "repeated_action")
+    assert stats["contrast"]["lift_ci"][0] > 1
     for note in report.style_notes:
         contrast = note.stats["contrast"]
         assert contrast["lift_ci"] is None or contrast["lift_ci"][0] <= 1

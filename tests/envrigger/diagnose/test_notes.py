@@ -66,3 +66,43 @@ def test_each_finding_says_what_to_try_on_this_env(tmp_path):
     assert "BlockVerb" not in tries and "ToolCost" not in tries  # TextWorld's and code repair's transforms are not offered on MiniGrid
     page = render_html(diagnose(run), run)
     assert "What to try: AddLava, MoveAgent" in page and "<details><summary>All statistics (JSON)" in page
+
+
+class WallPresser:
+    """Four episodes in five it presses ``forward`` into the wall until time runs out; the fifth it plays well."""
+
+    name = "wall-presser"
+
+    def __init__(self, env):
+        from envrigger.policies.reference import MiniGridPlanner
+
+        self.planner, self.pressing = MiniGridPlanner(env), True
+
+    def reset(self, seed):
+        self.pressing = seed % 5 != 0
+
+    def act(self, obs, info):
+        return 2 if self.pressing else self.planner.act(obs, info)
+
+
+def test_an_agent_pressing_forward_into_a_wall_is_one_finding_with_its_symptoms_and_what_to_try(tmp_path):
+    from envrigger.report import render_html
+    from envrigger.rollout import rollout
+
+    run = rollout("MiniGrid-Empty-Random-6x6-v0", WallPresser, episodes=50, out=tmp_path / "run")
+    result = diagnose(run)
+    one_behaviour = {"noop_action", "repeated_action", "revisit", "timeout"}
+    holding = [f for f in result.findings if one_behaviour & ({f.name} | set(f.symptoms))]
+    assert len(holding) == 1, [(f.name, f.symptoms) for f in result.findings]  # said once, not four times
+    (finding,) = holding
+    assert one_behaviour <= {finding.name, *finding.symptoms} and finding.severity == 1.0
+    assert result.finding("timeout") is finding and result.finding("revisit") is finding  # found by any of its names
+    shown = subprocess.run([sys.executable, "-m", "envrigger.cli", "diagnose", str(tmp_path / "run")], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    table = shown.stdout.split("what to try")[0]
+    weakness_cells = [line.split("│")[2].strip() for line in table.splitlines() if line.count("│") >= 6]
+    assert sum(cell in one_behaviour for cell in weakness_cells) == 1, weakness_cells  # one row names it
+    tries = " ".join(shown.stdout.split("what to try")[1].split())
+    assert f"{finding.name}: " in tries and "StepBudget" in tries  # the timeout's remedies come with the merged finding
+    page = render_html(result, run)
+    assert "One behaviour, seen 4 ways on the same episodes" in page and 'id="timeout"' in page
