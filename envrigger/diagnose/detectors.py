@@ -624,7 +624,12 @@ def merge_symptoms(candidates: list[Candidate], frame: EpisodeFrame, config: Dia
         # behaviour; an ending that says only how it stopped (a timeout, giving up) is a symptom.
         told = c.name.startswith("terminal_cause:") or c.name == "episode_error"
         lift = (c.stats.get("contrast") or {}).get("lift_ci") or [0.0, 0.0]
-        return (0 if told else 1 if c.kind == "behaviour" else 2, -round(int((c.mask & failed).sum()) / failures, 9), -float(lift[0]), c.name)
+        return (
+            0 if told else 1 if c.kind == "behaviour" else 2,
+            -round(int((c.mask & failed).sum()) / failures, 9),
+            -float(lift[0]),
+            c.name,
+        )
 
     mergeable = sorted((c for c in candidates if c.kind in ("behaviour", "ending") and supported(c)), key=strength)
     kept: list[Candidate] = []

@@ -175,7 +175,11 @@ def test_a_behaviour_as_common_in_successes_is_a_style_note_not_a_finding(cartpo
     # Pushing one way many times is what the flawed episodes do, and what the good ones do not: a finding
     # (on the episodes where the pole falls, so one finding with the fall: a symptom of it, its contrast kept).
     assert repeated is not None
-    stats = repeated.stats if repeated.name == "repeated_action" else next(s for s in repeated.stats["symptoms"] if s["name"] == "repeated_action")
+    stats = (
+        repeated.stats
+        if repeated.name == "repeated_action"
+        else next(s for s in repeated.stats["symptoms"] if s["name"] == "repeated_action")
+    )
     assert stats["contrast"]["lift_ci"][0] > 1
     for note in report.style_notes:
         contrast = note.stats["contrast"]
