@@ -289,12 +289,14 @@ def check(
     print_table(table)
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, text: str, make_parents: bool = False) -> None:
     """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
 
     A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
     written into, never replaced: replacing a device node with a file would break it for
-    the whole machine.
+    the whole machine. A missing parent directory is refused (a mistyped path is not
+    created silently) unless ``make_parents``. The file gets the mode a plain ``open``
+    would give it under the process's umask.
     """
     if path.is_dir():
         raise UserError(f"-o: {path} is a directory; give a file path such as {path / 'spec.json'}")
@@ -305,8 +307,16 @@ def write_atomically(path: Path, text: str) -> None:
         except OSError as error:
             raise UserError(f"-o: cannot write {path} ({error.strerror or type(error).__name__}); pick a writable path") from None
         return
+    if not path.parent.is_dir():
+        if not make_parents:
+            raise UserError(
+                f"-o: the directory {path.parent} does not exist; create it first (mkdir -p {path.parent}) or pick another path"
+            )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise UserError(f"-o: cannot create {path.parent} ({error.strerror or type(error).__name__}); pick a writable path") from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
         raise UserError(f"-o: cannot write {path} ({error.strerror or type(error).__name__}); pick a writable path") from None
@@ -315,10 +325,17 @@ def write_atomically(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # what a plain open() would give; mkstemp's 0600 hid reports from their readers
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @app.command("wrap")

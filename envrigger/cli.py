@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -70,6 +71,9 @@ def demo(
     transform: list[str] = typer.Option(None, "-t", "--transform", help="Transform Name:k=v,...; repeatable."),
     episodes: int = typer.Option(20, min=1, help="Episodes per policy and env."),
     seed: int = typer.Option(0, help="First level seed; episode i uses seed + i."),
+    output: Path = typer.Option(
+        None, "-o", "--output", help="Keep the random policy's run in this directory (default: a temporary one, removed at the end)."
+    ),
 ) -> None:
     """Wrap a benchmark, roll out random and reference policies, print the verdicts.
 
@@ -103,10 +107,12 @@ def demo(
     from envrigger.rollout import rollout
 
     spec = HarnessSpec(env_id=env_id, transforms=[t.to_spec() for t in transforms])
-    store = rollout(spec, "random", seeds=seeds, policy_seed=seed, backend="serial")
-    console.print("What goes wrong for the random policy on the reshaped env (envrigger diagnose):")
-    print_table(findings_table(diagnose(store)))
-    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier; run stored in {store.path}")
+    with tempfile.TemporaryDirectory(prefix="envrigger-demo-") as scratch:
+        store = rollout(spec, "random", seeds=seeds, policy_seed=seed, backend="serial", out=output or Path(scratch) / "run")
+        console.print("What goes wrong for the random policy on the reshaped env (envrigger diagnose):")
+        print_table(findings_table(diagnose(store)))
+        kept = f"run stored in {store.path}" if output else "pass -o DIR to keep the run"
+    console.print(f"done in {time.perf_counter() - started:.1f}s; verdicts come from the original verifier; {kept}")
 
 
 @app.command()
@@ -464,6 +470,10 @@ def diagnose_command(
         raise UserError(f"--format: got {fmt!r}; use one of {', '.join(formats)}")
     if fmt == "table" and output is not None:
         raise UserError("--output: the table goes to the terminal; use --format json or html to write a file")
+    if output is not None and not output.parent.is_dir():  # said before the diagnosis runs, not after
+        raise UserError(
+            f"-o: the directory {output.parent} does not exist; create it first (mkdir -p {output.parent}) or pick another path"
+        )
     if run.is_file():
         raise UserError(
             f"RUN_DIR: {run} is a file; diagnose reads a run directory (envrigger collect -o DIR), "

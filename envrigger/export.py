@@ -186,7 +186,7 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     }
     to = Path(to)
     text = json.dumps(registry, indent=2) + "\n"
-    write_atomically(to / "registry.json", text)
+    write_atomically(to / "registry.json", text, make_parents=True)
     templates = Environment(keep_trailing_newline=True)
     root = to / package
     from importlib.metadata import version
@@ -198,8 +198,8 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
         "library_version": library.version,
         "components": [{"id": ids[c.id], "finding": c.finding, "hash": c.hash} for c in components],
     }
-    write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context))
-    write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context))
+    write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context), make_parents=True)
+    write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context), make_parents=True)
     write_atomically(root / package / "registry.json", text)
     written = {"registry": to / "registry.json", "package": root}
     if wheel:

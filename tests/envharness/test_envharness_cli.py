@@ -152,7 +152,9 @@ def test_console_script_exits_2_without_traceback():
     assert done.stderr.strip().count("\n") == 0 and "MoveGoal" in done.stderr
 
 
-@pytest.mark.parametrize("case", ["not utf-8", "huge number", "output is a directory", "bool step limit", "negative seed"])
+@pytest.mark.parametrize(
+    "case", ["not utf-8", "huge number", "output is a directory", "bool step limit", "negative seed", "output directory missing"]
+)
 def test_odd_input_gets_one_line_and_exit_code_2(case, tmp_path, capsys):
     spec = tmp_path / "spec.json"
     spec.write_bytes(b'{"env_id": "CartPole-v1"}')
@@ -162,6 +164,7 @@ def test_odd_input_gets_one_line_and_exit_code_2(case, tmp_path, capsys):
         "output is a directory": ["wrap", "CartPole-v1", "-o", str(tmp_path)],
         "bool step limit": ["wrap", "CartPole-v1", "-k", "max_episode_steps=true"],
         "negative seed": ["check", str(spec), "--seed", "-5"],
+        "output directory missing": ["wrap", "CartPole-v1", "-o", str(tmp_path / "no" / "such" / "spec.json")],
     }[case]
     (tmp_path / "latin.json").write_bytes('{"env_id": "Caf\u00e9"}'.encode("latin-1"))
     assert cli(*args) == 2
@@ -187,3 +190,24 @@ def test_writing_output_to_a_device_or_fifo_writes_into_it_and_keeps_it(tmp_path
     assert got == ['{"ok": true}\n'] and stat.S_ISFIFO(fifo.stat().st_mode)
     write_atomically(Path(os.devnull), "nothing\n")
     assert stat.S_ISCHR(Path(os.devnull).stat().st_mode)
+
+
+def test_a_mistyped_output_directory_is_refused_not_created(tmp_path, capsys):
+    assert cli("wrap", "CartPole-v1", "-o", str(tmp_path / "sepcs" / "spec.json")) == 2
+    assert "mkdir -p" in capsys.readouterr().err and not (tmp_path / "sepcs").exists()
+
+
+def test_output_files_get_the_mode_a_plain_open_gives_them(tmp_path):
+    """mkstemp's 0600 once left report.html unreadable to the team's web server."""
+    import os
+
+    from envharness.cli import write_atomically
+
+    old = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "report.html", "<html></html>")
+        write_atomically(tmp_path / "deep" / "er" / "r.json", "{}", make_parents=True)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.html").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "deep" / "er" / "r.json").read_text() == "{}"

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import tempfile
+
 import pytest
 
 import envharness
 from envharness.cli import run_cli
 from envharness.transforms import ActionSlip, MoveGoal
 from envrigger.cli import app, run_episodes
+from envrigger.data import TrajectoryStore
 from envrigger.policies import RandomPolicy, reference_policy
 
 
@@ -58,3 +61,20 @@ def test_demo_prints_verdicts_for_both_policies(capsys):
 def test_demo_rejects_a_bad_transform(capsys):
     assert run_cli(app, ["demo", "--env", "CartPole-v1", "-t", "MoveGoal"], "envrigger") == 2
     assert "MoveGoal" in capsys.readouterr().err
+
+
+def test_demo_leaves_no_temporary_run_behind(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    tempfile.tempdir = None  # re-read TMPDIR
+    try:
+        assert run_cli(app, ["demo", "--env", "FrozenLake-v1", "--episodes", "2"], "envrigger") == 0
+    finally:
+        tempfile.tempdir = None
+    assert list(tmp_path.iterdir()) == []
+    assert "pass -o DIR to keep the run" in capsys.readouterr().out
+
+
+def test_demo_keeps_its_run_where_asked(tmp_path, capsys):
+    assert run_cli(app, ["demo", "--env", "FrozenLake-v1", "--episodes", "2", "-o", str(tmp_path / "kept")], "envrigger") == 0
+    assert len(TrajectoryStore(tmp_path / "kept")) == 2
+    assert f"run stored in {tmp_path / 'kept'}" in capsys.readouterr().out.replace("\n", "")

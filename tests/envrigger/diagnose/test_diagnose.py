@@ -247,3 +247,11 @@ def test_diagnose_reads_a_run_imported_from_minari(tmp_path, monkeypatch):
     export_minari(run, "envrigger/lake-v0")
     report = diagnose(import_minari("envrigger/lake-v0", tmp_path / "b"))
     assert report.episodes == 40 and report.findings and report.findings[0].severity > 0.5
+
+
+def test_a_report_path_in_a_missing_directory_is_refused_in_one_line(tmp_path, capsys):
+    store = rollout("CartPole-v1", seeds=[0, 1], out=tmp_path / "run")
+    target = tmp_path / "nonexistent" / "dir" / "r.html"
+    assert run_cli(app, ["diagnose", str(store.path), "-f", "html", "-o", str(target)], "envrigger") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err and not target.parent.exists()
