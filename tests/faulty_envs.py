@@ -38,7 +38,8 @@ class CrashyLake(FrozenLakeEnv):
             while True:  # a simulator stuck for good
                 time.sleep(1)
         if self._seed in self.segv_seeds:
-            signal.signal(signal.SIGSEGV, signal.SIG_DFL)  # no handler (pygame installs one that aborts instead)
+            import pygame  # noqa: F401 - as MiniGrid does: importing it installs a handler that turns SIGSEGV into SIGABRT
+
             ctypes.string_at(0)  # a crash in native code: SIGSEGV
         obs, reward, terminated, truncated, info = super().step(action)
         self._t += 1

@@ -40,6 +40,20 @@ def _death(code: int | None) -> str:
     return f"exited with code {code}"
 
 
+CRASH_SIGNALS = (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL)
+
+
+def _default_crash_signals() -> None:
+    """Let a crash in native code kill the worker with its own signal.
+
+    pygame (imported by MiniGrid and others) installs a handler that turns a segfault into
+    an abort, so the parent read ``killed by SIGABRT`` and a user looked for an assertion.
+    Re-armed before every episode because an env may import pygame at any step.
+    """
+    for crash in CRASH_SIGNALS:
+        signal.signal(crash, signal.SIG_DFL)
+
+
 # -- process backend ---------------------------------------------------------------------
 def _worker_main(conn: Any) -> None:
     """Worker loop: on ``("setup", ...)`` build the env and policy (closing the last ones), on ``("run", task)`` play an episode."""
@@ -69,6 +83,7 @@ def _worker_main(conn: Any) -> None:
             conn.send(("ready", None))
         else:
             episode_id, seed = payload
+            _default_crash_signals()
             record, steps = run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
             conn.send(("done", (record, steps_table(steps))))  # columns pickle far faster than a list of records
     if env is not None:
