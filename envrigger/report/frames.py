@@ -14,6 +14,7 @@ import base64
 import io
 import json
 import os
+import warnings
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,20 @@ def _shown(start: int, end: int) -> list[int]:
     return [states[i] for i in sorted(set(picks.tolist()))]
 
 
+def _draws_pictures(env_id: str) -> bool:
+    """Whether the registered env declares ``rgb_array`` (text envs declare ``ansi`` only; asking them warned four times)."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    try:
+        entry = gym.spec(env_id).entry_point
+        creator = load_env_creator(entry) if isinstance(entry, str) else entry
+    except Exception:  # an id this process cannot resolve: the build below says so, quietly
+        return True
+    modes = getattr(creator, "metadata", {}).get("render_modes")
+    return modes is None or "rgb_array" in modes
+
+
 def replay_frames(spec_json: str, seed: int, actions: list[Any], start: int, end: int) -> list[tuple[int, str]]:
     """``(t, PNG as base64)`` for the states after steps around ``[start, end]`` (``t = -1``: the reset state).
 
@@ -59,7 +74,11 @@ def replay_frames(spec_json: str, seed: int, actions: list[Any], start: int, end
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # pygame-drawn envs (classic control) render off screen, quietly
     try:
         spec = HarnessSpec.from_json(spec_json)
-        env = spec.model_copy(update={"env_kwargs": {**spec.env_kwargs, "render_mode": "rgb_array"}}).build()
+        if not _draws_pictures(spec.env_id):
+            return []
+        with warnings.catch_warnings():  # the env checker's render_fps advice is for the env's author, not the report's reader
+            warnings.simplefilter("ignore", UserWarning)
+            env = spec.model_copy(update={"env_kwargs": {**spec.env_kwargs, "render_mode": "rgb_array"}}).build()
     except (EnvHarnessError, TypeError, ValueError):
         return []
     wanted = set(_shown(start, end))
