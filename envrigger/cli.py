@@ -134,7 +134,10 @@ def collect(
         1, "--batch", min=1, help="With --backend serial: play N episodes in lockstep, the policy acting for all in one call."
     ),
     store_obs: str = typer.Option(
-        "small", "--store-obs", help="Observations stored whole beside their digests: small (<= 64 numbers), fit (JSON <= 512 chars), none."
+        "small",
+        "--store-obs",
+        help="Observations stored whole beside their digests: small (<= 64 numbers), fit (JSON <= 512 chars), none; "
+        "text observations (<= 64 numbers) are kept whole up to 1 MiB under small and fit.",
     ),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),

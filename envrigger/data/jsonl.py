@@ -17,11 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envrigger.data.records import (
     COST_FIELDS,
-    OBS_INLINE_LIMIT,
     EpisodeRecord,
     StepRecord,
     add_calls,
     dumps,
+    inline_observation,
     observation_digest,
     sum_calls,
 )
@@ -109,7 +109,7 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
     spec_hash, spec_json = _spec_fields(episode)
     steps = []
     for t, step in enumerate(episode.steps):
-        inline = dumps(step.observation) if step.observation is not None else None
+        inline = inline_observation(step.observation, "fit") if step.observation is not None else None  # text whole, as collect does
         steps.append(
             StepRecord(
                 episode_id=episode_id,
@@ -120,7 +120,7 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
                 truncated=step.truncated,
                 blocked=step.blocked,
                 obs_digest=step.obs_digest or observation_digest(step.observation),
-                obs=inline if inline is not None and len(inline) <= OBS_INLINE_LIMIT else None,
+                obs=inline,
                 position=dumps(step.position) if step.position is not None else None,
                 info=dumps(step.info) if step.info else "{}",
             )

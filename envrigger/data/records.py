@@ -18,6 +18,7 @@ import pyarrow as pa
 
 OBS_INLINE_LIMIT = 512  # observations whose JSON is at most this long are stored whole
 OBS_INLINE_NUMBERS = 64  # ... and, by default, that hold at most this many numbers (an image's JSON costs more than its step)
+TEXT_INLINE_LIMIT = 1 << 20  # ... except observations that hold text (a game's room, an LLM agent's context): kept up to 1 MiB
 STORE_OBS = ("small", "fit", "none")
 COST_FIELDS = ("tokens", "model_calls", "tool_errors", "retries", "human_interventions")
 # What an LLM agent's model calls cost, per step and summed per episode (None for agents that make none).
@@ -118,18 +119,37 @@ def inline_observation(obs: Any, store: str = "small") -> str | None:
     ``small`` (the default): at most :data:`OBS_INLINE_NUMBERS` numbers and
     :data:`OBS_INLINE_LIMIT` characters of JSON, so CartPole's state and FrozenLake's tile
     are kept, a MiniGrid image is not; ``fit``: any observation whose JSON fits the
-    character limit; ``none``: digests only. Whatever is not kept is recovered exactly by
-    replaying the episode from its spec, seed and actions (as ``envrigger export`` does).
+    character limit; ``none``: digests only. Under ``small`` and ``fit`` an observation
+    that holds text and at most as many numbers is kept whole up to :data:`TEXT_INLINE_LIMIT` characters (the store's
+    zstd columns compress it): an LLM agent's context cannot be recovered by a replay
+    that needs the model. Whatever else is not kept is recovered exactly by replaying the
+    episode from its spec, seed and actions (as ``envrigger export`` does).
 
     Example:
         >>> import numpy as np
         >>> inline_observation(np.array([0.5, -1.0])), inline_observation(np.zeros((7, 7, 3), dtype=np.uint8)) is None
         ('[0.5,-1.0]', True)
+        >>> len(inline_observation({"text": "You are in a kitchen. " * 100, "turn": 3}))
+        2220
     """
     if store == "none" or (store == "small" and _numbers(obs, OBS_INLINE_NUMBERS) > OBS_INLINE_NUMBERS):
         return None
     text = dumps(obs)
-    return text if len(text) <= OBS_INLINE_LIMIT else None
+    if len(text) <= OBS_INLINE_LIMIT:
+        return text
+    mostly_text = _holds_text(obs) and _numbers(obs, OBS_INLINE_NUMBERS) <= OBS_INLINE_NUMBERS  # not an image with a caption
+    return text if len(text) <= TEXT_INLINE_LIMIT and mostly_text else None
+
+
+def _holds_text(obs: Any) -> bool:
+    """Whether a string is among the observation's values (not its keys)."""
+    if isinstance(obs, str):
+        return True
+    if isinstance(obs, dict):
+        return any(_holds_text(item) for item in obs.values())
+    if isinstance(obs, (list, tuple)):
+        return any(_holds_text(item) for item in obs)
+    return False
 
 
 def _numbers(obs: Any, budget: int) -> int:

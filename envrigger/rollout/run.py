@@ -88,7 +88,8 @@ def rollout(
             default ``RAY_ADDRESS``, and with neither a local Ray is started, once per process.
         store_obs: which observations are stored whole beside their digests: ``small`` (at
             most 64 numbers and 512 characters of JSON), ``fit`` (any that fits 512
-            characters) or ``none``; see :func:`~envrigger.data.store.inline_observation`.
+            characters) or ``none``; text is kept up to 1 MiB under both; see
+            :func:`~envrigger.data.store.inline_observation`.
         batch: on the serial backend, play this many episodes at once on as many envs, in
             lockstep, so that a policy with ``act_batch`` (PPO's network, a deterministic SB3
             model) chooses all their actions in one forward pass; the stored episodes are the

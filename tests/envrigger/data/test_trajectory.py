@@ -235,3 +235,21 @@ def test_which_observations_are_stored_whole_is_a_documented_choice(tmp_path):
     assert [s.obs_digest for s in small_steps] == [s.obs_digest for s in fit_steps]  # the digests are kept either way
     with pytest.raises(TrajectoryError, match="store_obs"):
         rollout("CartPole-v1", episodes=1, store_obs="most", out=tmp_path / "bad")
+
+
+def test_a_text_games_observations_are_stored_whole_however_long(tmp_path):
+    """TextWorld's room descriptions run past 512 characters; they were digests only, so an LLM agent's context was lost."""
+    store = rollout("envharness/TextWorld-v0", "random", seeds=[0], backend="serial", out=tmp_path / "tw")
+    steps = [s for _, steps in store.iter_episode_steps() for s in steps]
+    assert all(s.obs is not None for s in steps) and max(len(s.obs) for s in steps) > 512
+    assert all("text" in json.loads(s.obs) for s in steps)
+    assert len({s.obs_digest for s in steps}) > 1
+    long_context = {"text": "You are in a kitchen. " * 1000, "turn": 3}
+    assert json.loads(inline_observation_of(long_context)) == long_context
+    assert inline_observation_of({"mission": "x" * 600, "image": list(range(100))}) is None  # an image with a caption is not text
+
+
+def inline_observation_of(obs):
+    from envrigger.data import inline_observation
+
+    return inline_observation(obs)
