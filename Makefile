@@ -33,7 +33,7 @@ $(FULL): pyproject.toml | $(VENV)/bin/python
 
 demo: $(SB3)
 	rm -rf runs/demo
-	$(VENV)/bin/envrigger run -o runs/demo
+	$(VENV)/bin/envrigger run --arms original,plr,rigger -o runs/demo
 	$(VENV)/bin/envrigger export runs/demo --to runs/demo/dist --package demo_envs
 
 # Lint, format and type checks first: they take seconds and fail fast.

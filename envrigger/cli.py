@@ -7,12 +7,14 @@ original and the reshaped env, and print the verdicts side by side.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -669,8 +671,19 @@ def run_command(
         result = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
         _show_across_seeds(target, result)
         return
-    result = run_loop(target, config, on_round=_show_round, log=log)
+    result = run_loop(target, config, on_round=_show_round, log=log, stage=_progress_bar)
     _show_final(target, result)
+
+
+@contextlib.contextmanager
+def _progress_bar(label: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A transient bar for one long stage of the loop (training, drawing levels); gone when the stage ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.update(task, advance=n)
 
 
 def _show_round(summary: dict[str, Any]) -> None:

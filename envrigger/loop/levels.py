@@ -9,7 +9,7 @@ on HumanEvalFix, holding out one bug of a problem holds out the problem.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -78,7 +78,14 @@ class Seeds:
             self._probe = None
 
 
-def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], count: int, levels: set[str] | None = None) -> list[int]:
+def first_free(
+    base: HarnessSpec,
+    seeds: Iterable[int],
+    reserved: set[str],
+    count: int,
+    levels: set[str] | None = None,
+    tick: Callable[[int], None] = lambda n: None,
+) -> list[int]:
     """The first ``count`` of ``seeds`` whose base level is not reserved (nor refused); ``levels``, if given, collects their levels.
 
     Example:
@@ -95,6 +102,7 @@ def first_free(base: HarnessSpec, seeds: Iterable[int], reserved: set[str], coun
             if len(out) >= count:
                 break
             level = picker.level(seed)
+            tick(1)
             if not is_reserved(level, reserved) and not level.startswith(REFUSED):
                 out.append(int(seed))
                 if levels is not None:
@@ -122,33 +130,46 @@ class LevelSplit(BaseModel):
         return set(self.heldout_levels) | set(self.validation_levels) if self.disjoint else set()
 
     @classmethod
-    def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200) -> LevelSplit:
-        """Draw the held-out and validation levels, or refuse an env with too few distinct levels."""
+    def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200, tick: Callable[[int], None] = lambda n: None) -> LevelSplit:
+        """Draw the held-out and validation levels, or refuse an env with too few distinct levels.
+
+        ``tick(1)`` is called once per level drawn, about :meth:`draws` times in all (a progress bar's steps).
+        """
         # The first seeds from EVAL_SEED whose level can be played (every one, in an env that starts no level solved).
-        heldout = first_free(config.heldout_base, range(EVAL_SEED, EVAL_SEED + 20 * config.eval_episodes), set(), config.eval_episodes)
+        heldout = first_free(
+            config.heldout_base, range(EVAL_SEED, EVAL_SEED + 20 * config.eval_episodes), set(), config.eval_episodes, tick=tick
+        )
         scan = Seeds(base, 0)
+
+        def level(seeds: Seeds, seed: int) -> str:
+            found = seeds.level(seed)
+            tick(1)
+            return found
+
         try:
             if config.heldout_spec is None:
-                held = {scan.level(s) for s in heldout}
+                held = {level(scan, s) for s in heldout}
             else:
                 other = Seeds(config.heldout_spec, 0)
                 try:
-                    held = {other.level(s) for s in heldout}
+                    held = {level(other, s) for s in heldout}
                 finally:
                     other.close()
             if config.allow_seen_levels:
-                val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), set(), config.val_episodes)
+                val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), set(), config.val_episodes, tick=tick)
                 return cls(
                     heldout_seeds=heldout,
                     heldout_levels=sorted(held),
                     validation_seeds=val,
-                    validation_levels=sorted({scan.level(s) for s in val}),
+                    validation_levels=sorted({level(scan, s) for s in val}),
                     disjoint=False,
                 )
             val_levels: set[str] = set()
-            val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels)
+            val = first_free(
+                base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels, tick=tick
+            )
             reserved = held | val_levels
-            taken = sum(is_reserved(scan.level(TRAIN_SEED + i), reserved) for i in range(probe))
+            taken = sum(is_reserved(level(scan, TRAIN_SEED + i), reserved) for i in range(probe))
         finally:
             scan.close()
         if len(val) < config.val_episodes or taken > probe // 2:
@@ -161,6 +182,11 @@ class LevelSplit(BaseModel):
         return cls(
             heldout_seeds=heldout, heldout_levels=sorted(held), validation_seeds=val, validation_levels=sorted(val_levels), disjoint=True
         )
+
+    @staticmethod
+    def draws(config: LoopConfig, probe: int = 200) -> int:
+        """About how many levels :meth:`make` draws: more where seeds are skipped."""
+        return 2 * config.eval_episodes + (2 * config.val_episodes if config.allow_seen_levels else config.val_episodes + probe)
 
     def check(self, used: dict[str, set[str]]) -> dict[str, int]:
         """Overlap of each use (``"arm:train"``, ``"collect"``...) with the reserved levels; raises if a disjoint split overlaps.

@@ -13,6 +13,7 @@ import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,14 @@ from envrigger.loop.mixture import Evidence
 from envrigger.loop.round import rigger_round
 from envrigger.loop.samplers import PLR, Curriculum, Fixed, Uniform
 from envrigger.loop.train import Arm, train_arm
+
+Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
+"""``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
+
+
+def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int], None]]:
+    """A :data:`Stage` that shows nothing (the default: a library call prints no bars)."""
+    return contextlib.nullcontext(lambda n: None)
 
 
 def _save_json(path: Path, data: Any) -> None:
@@ -49,15 +58,18 @@ def run_loop(
     config: LoopConfig | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
+    stage: Stage = quiet_stage,
 ) -> dict[str, Any]:
     """Run (or, without ``config``, resume) a loop in ``out``; returns ``{"rounds": [...], "final": {...}}``.
 
     ``final`` holds, per arm, the round picked on validation levels and its held-out
     result, the env steps spent, and the level-overlap check (see :class:`LevelSplit`).
+    ``stage`` shows the long stages (drawing levels, training) as they go; the CLI passes
+    progress bars.
     """
     out = Path(out)
     with _writer(out):  # one writer per loop directory: a second run or --resume is refused
-        return _run_loop(out, config, on_round, log)
+        return _run_loop(out, config, on_round, log, stage)
 
 
 @contextlib.contextmanager
@@ -77,7 +89,11 @@ def _writer(out: Path) -> Iterator[None]:
 
 
 def _run_loop(
-    out: Path, config: LoopConfig | None, on_round: Callable[[dict[str, Any]], None] | None, log: Callable[[str], None]
+    out: Path,
+    config: LoopConfig | None,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    log: Callable[[str], None],
+    stage: Stage = quiet_stage,
 ) -> dict[str, Any]:
     config_path = out / "loop.json"
     if config is None:
@@ -94,7 +110,8 @@ def _run_loop(
         split = LevelSplit.model_validate_json(split_path.read_text())
     else:
         log("drawing held-out and validation levels")
-        split = LevelSplit.make(base, config)  # refuses before anything is written
+        with stage("drawing levels", LevelSplit.draws(config)) as tick:
+            split = LevelSplit.make(base, config, tick=tick)  # refuses before anything is written
     if not config_path.is_file():
         out.mkdir(parents=True, exist_ok=True)
         _save_json(config_path, json.loads(config.model_dump_json()))
@@ -147,7 +164,8 @@ def _run_loop(
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
             clock = time.perf_counter()
-            trained = train_arm(arm, specs, sampler, config, number, reserved, evidence)
+            with stage(f"training {arm.name}", config.budget_steps) as advance:
+                trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
             seconds = {"train": time.perf_counter() - clock}
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             spent["train"] = trained["steps"]

@@ -7,6 +7,7 @@ protocol.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +40,12 @@ def train_arm(
     evidence: Evidence | None = None,
     start: int | None = None,
     steps: int | None = None,
+    advance: Callable[[int], None] = lambda n: None,
 ) -> dict[str, Any]:
-    """Train ``arm`` for ``steps`` (default the round's budget) on fresh seeds from ``start`` (default the round's training seeds)."""
+    """Train ``arm`` for ``steps`` (default the round's budget) on fresh seeds from ``start`` (default the round's training seeds).
+
+    ``advance(length)`` is called as each training episode ends (a progress bar's steps).
+    """
     seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number if start is None else start, reserved)
     replays_before = sampler.replays
     envs: list[MixtureEnv] = []
@@ -48,6 +53,7 @@ def train_arm(
 
     def count(index: int, seed: int, success: bool, length: int) -> None:
         picks[index] += 1
+        advance(length)
 
     def make() -> MixtureEnv:
         env = MixtureEnv(specs, sampler, seeds, on_episode=count, evidence=evidence)

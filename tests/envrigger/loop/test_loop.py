@@ -747,3 +747,29 @@ def test_levels_that_start_solved_are_never_trained_held_out_or_validated_on():
     assert len(split.heldout_seeds) == 20 and len(split.validation_seeds) == 10
     assert not any(refused(s) for s in split.heldout_seeds + split.validation_seeds)
     assert any(refused(s) for s in range(EVAL_SEED, split.heldout_seeds[-1]))  # some were passed over
+
+
+def test_the_long_stages_report_their_progress(tmp_path):
+    """A 50k-step training stage printed one line and then nothing; the CLI now shows a bar fed by these calls."""
+    import contextlib
+
+    from envrigger.loop.levels import LevelSplit
+
+    done: dict[str, int] = {}
+    totals: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def stage(label, total):
+        totals[label], done[label] = total, 0
+
+        def advance(n):
+            done[label] += n
+
+        yield advance
+
+    config = LoopConfig(**{**SMALL, "rounds": 1})
+    run_loop(tmp_path / "run", config, stage=stage)
+    assert list(totals) == ["drawing levels", "training original", "training rigger"]
+    assert done["drawing levels"] == totals["drawing levels"] == LevelSplit.draws(config)
+    for arm in ("original", "rigger"):  # the steps of ended episodes: the budget, give or take the last episode
+        assert totals[f"training {arm}"] == 4000 and abs(done[f"training {arm}"] - 4000) <= 100
