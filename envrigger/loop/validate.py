@@ -26,6 +26,7 @@ from envrigger.data import TrajectoryStore
 from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.loop.propose import Candidate
+from envrigger.loop.solvability import search_level, searchable
 from envrigger.policies import reference_policy
 from envrigger.rollout import rollout
 
@@ -226,19 +227,65 @@ class Validator:
             env.close()
         return self._base_reference[key]
 
-    def solvability(self, reference_rate: float, seeds: list[int]) -> GateResult:
-        """The reference solver still succeeds: at least as often as ``solvable_min``, or as a fraction of its rate on the original.
+    def solvability(self, candidate: Candidate, reference_rate: float, seeds: list[int]) -> GateResult | None:
+        """The reshaped levels can be won; None when only the agent's own success can tell (see :meth:`solvable_by_agent`).
 
-        Relative to the original, so that envs where even the reference solver often fails
-        (slippery maps) can admit reshapings that keep them as solvable as they were.
+        Proof, in this order: the reference solver wins at least ``solvable_min`` of the
+        levels or that fraction of its rate on the original (relative, so that envs where even
+        the solver often fails, slippery maps, keep reshapings as solvable as they were); else
+        a search over the level's states with the env's own step
+        (:mod:`envrigger.loop.solvability`: MiniGrid without rule transforms) decides either
+        way; else a solver that wins original levels and not these rejects them; a solver
+        that wins no original level knows nothing of the task and decides nothing.
         """
         base_rate = self.base_reference_rate(seeds)
         needed = min(self.config.solvable_min, self.config.solvable_fraction * base_rate)
+        stat: dict[str, Any] = {"reference_success": reference_rate, "base_reference_success": base_rate, "needed": needed}
+        if reference_rate > 0 and reference_rate >= needed:
+            return GateResult(
+                gate="solvability",
+                passed=True,
+                statistic={**stat, "method": "reference solver"},
+                detail="the reference solver succeeds as it does on the original",
+            )
+        if searchable(candidate.spec):
+            found = [search_level(candidate.spec, seed) for seed in seeds]
+            solved, unsolvable = found.count(True), found.count(False)
+            stat = {
+                **stat,
+                "method": "search",
+                "searched": len(found),
+                "solvable": solved,
+                "unsolvable": unsolvable,
+                "undecided": found.count(None),
+            }
+            if solved >= self.config.solvable_min * len(found):
+                return GateResult(
+                    gate="solvability", passed=True, statistic=stat, detail="a search with the env's own step wins the levels"
+                )
+            if unsolvable > (1 - self.config.solvable_min) * len(found):
+                return GateResult(
+                    gate="solvability", passed=False, statistic=stat, detail="a search with the env's own step proves the levels lost"
+                )
+        if base_rate > 0:
+            return GateResult(
+                gate="solvability",
+                passed=False,
+                statistic={**stat, "method": "reference solver"},
+                detail="the reference solver wins the original's levels, not these",
+            )
+        return None
+
+    def solvable_by_agent(self, store: TrajectoryStore, undecided: dict[str, Any]) -> GateResult:
+        """At least one success the verifier gave the agent on the candidate's levels: the last proof, failing closed without one."""
+        wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))
         return GateResult(
             gate="solvability",
-            passed=reference_rate > 0 and reference_rate >= needed,
-            statistic={"reference_success": reference_rate, "base_reference_success": base_rate, "needed": needed},
-            detail="the reference solver succeeds as it does on the original",
+            passed=wins > 0,
+            statistic={**undecided, "method": "agent", "agent_successes": wins, "agent_rollouts": len(store)},
+            detail="the agent itself won a level (verified)"
+            if wins
+            else "nothing proves the levels winnable: no solver, search or agent won one (fail closed)",
         )
 
     def learnability(self, candidate: Candidate, seeds: list[int], started: float) -> tuple[GateResult, TrajectoryStore]:
@@ -328,18 +375,23 @@ class Validator:
         try:
             integrity, reference_rate = self.verifier_integrity(candidate, seeds[: self.config.reference_rollouts])
             gates.append(integrity)
+            solvable: GateResult | None = None
             if integrity.passed:
                 self._check_time(started)
-                gates.append(self.solvability(reference_rate, seeds[: self.config.reference_rollouts]))
+                solvable = self.solvability(candidate, reference_rate, seeds[: self.config.reference_rollouts])
+                if solvable is not None:
+                    gates.append(solvable)
             if all(g.passed for g in gates):
                 learn, store = self.learnability(candidate, seeds, started)
+                if solvable is None:  # nothing else could tell: the agent's own verified successes decide, before learnability counts
+                    gates.append(self.solvable_by_agent(store, {"reference_success": reference_rate}))
                 gates.append(learn)
                 first = store.episodes_table(["success", "length"]).slice(0, self.config.min_rollouts)
                 self._behaviour[(candidate.hash, tuple(seeds[: self.config.min_rollouts]))] = (
                     float(np.mean(first.column("success").to_numpy(zero_copy_only=False))),
                     float(np.mean(first.column("length").to_numpy())),
                 )
-                if learn.passed:
+                if all(g.passed for g in gates):
                     self._check_time(started)
                     gates.append(self.targeting(candidate, store))
                 if all(g.passed for g in gates):
