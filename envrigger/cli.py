@@ -538,7 +538,9 @@ def run_command(
         "original,rigger",
         "--arms",
         help="Comma-separated arms trained side by side at equal training steps: "
-        "original, dr (domain randomization), plr (prioritized level replay), rigger (the EnvRigger curriculum).",
+        "original, dr (random levels: state transforms), dr-any (any random catalog reshaping), plr (prioritized level replay), "
+        "plr-random (plr plus as many random components as rigger admitted), rigger-noreplay (rigger's curriculum without replay), "
+        "rigger (the EnvRigger curriculum).",
     ),
     budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
     rounds: int = typer.Option(
@@ -680,6 +682,9 @@ def _progress_bar(label: str, total: int) -> Iterator[Callable[[int], None]]:
     """A transient bar for one long stage of the loop (training, drawing levels); gone when the stage ends."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+    if not console.is_terminal:  # a log file gets the stage's line, not a bar's leftovers
+        yield lambda n: None
+        return
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task(label, total=total)

@@ -1,6 +1,7 @@
 """The arms' own pieces: domain randomization's random reshapings.
 
-Contains :func:`random_specs` (the ``dr`` arm's draw over the catalog).
+Contains :func:`random_specs`: the ``dr`` arm's draw of levels (state transforms), the
+``dr-any`` arm's draw over the whole catalog, and ``plr-random``'s random components.
 """
 
 from __future__ import annotations
@@ -37,13 +38,17 @@ def _draw(cls: Any, rng: np.random.Generator) -> Any:
     return cls(**params)
 
 
-def random_specs(base: HarnessSpec, rng: np.random.Generator, n: int, tries: int = 200) -> list[HarnessSpec]:
+def random_specs(
+    base: HarnessSpec, rng: np.random.Generator, n: int, tries: int = 200, kinds: tuple[str, ...] = ("state", "rule", "observation")
+) -> list[HarnessSpec]:
     """Up to ``n`` domain-randomized specs: one catalog transform each, parameters drawn at random.
 
-    Every state, rule and observation transform of the catalog that builds on ``base``
-    with defaults-or-drawn parameters, is one an automatic proposer may offer there, keeps
-    the base env's observation and action spaces, and survives one reset is a candidate;
-    no diagnosis is involved. Draws that fail to build are skipped.
+    Every transform of ``kinds`` in the catalog that builds on ``base`` with
+    defaults-or-drawn parameters, is one an automatic proposer may offer there, keeps the
+    base env's observation and action spaces, and survives one reset is a candidate; no
+    diagnosis is involved. Draws that fail to build are skipped. ``kinds=("state",)``
+    draws levels (where the agent starts, what the world holds) and leaves the rules
+    alone: domain randomization as the curriculum literature means it.
 
     Example:
         >>> import numpy as np
@@ -51,22 +56,24 @@ def random_specs(base: HarnessSpec, rng: np.random.Generator, n: int, tries: int
         >>> specs = random_specs(HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0"), np.random.default_rng(0), 4)
         >>> len(specs), all(len(s.transforms) == 1 for s in specs)
         (4, True)
+        >>> levels = random_specs(HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0"), np.random.default_rng(0), 4, kinds=("state",))
+        >>> from envharness.transforms import TRANSFORMS
+        >>> all(TRANSFORMS[s.transforms[0].name].kind == "state" for s in levels)
+        True
     """
     probe = base.build()
     spaces = (probe.observation_space, probe.action_space)
     view = probe.adapter
     probe.close()
-    kinds = sorted(
-        name
-        for name, cls in TRANSFORMS.items()
-        if cls.kind in ("state", "rule", "observation") and cls.__module__.startswith("envharness.")
-    )
+    names = sorted(name for name, cls in TRANSFORMS.items() if cls.kind in kinds and cls.__module__.startswith("envharness."))
+    if not names:
+        return []
     out: list[HarnessSpec] = []
     seen: set[str] = set()
     for _ in range(tries):
         if len(out) >= n:
             break
-        cls = TRANSFORMS[kinds[int(rng.integers(len(kinds)))]]
+        cls = TRANSFORMS[names[int(rng.integers(len(names)))]]
         try:
             transform = _draw(cls, rng)
             if not transform.proposable(view):

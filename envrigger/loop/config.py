@@ -19,7 +19,8 @@ from envrigger.loop.validate import ValidationConfig
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
-ARMS = ("original", "dr", "plr", "rigger")
+ARMS = ("original", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
+NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 
 
 class LoopConfig(BaseModel):
@@ -79,6 +80,9 @@ class LoopConfig(BaseModel):
         unknown = [a for a in value if a not in ARMS]
         if unknown or not value or len(set(value)) != len(value):
             raise ValueError(f"--arms: got {','.join(value)!r}; give distinct arms from {','.join(ARMS)}")
+        lonely = [a for a in value if a in NEEDS_RIGGER and "rigger" not in value]
+        if lonely:
+            raise ValueError(f"--arms: {','.join(lonely)} train on what the rigger arm admits; add rigger to --arms")
         return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
 
     @model_validator(mode="after")

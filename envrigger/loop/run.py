@@ -127,7 +127,8 @@ def _run_loop(
         else:
             learner = make_learner(config.learner, probe, config.seed, **config.learner_params)
         # The plr and rigger arms keep a replay buffer of levels across rounds (and resumes).
-        replay = PLR(np.random.default_rng([config.seed, 3 if name == "plr" else 4])) if name in ("plr", "rigger") else None
+        streams = {"plr": 3, "rigger": 4, "plr-random": 5}
+        replay = PLR(np.random.default_rng([config.seed, streams[name]])) if name in streams else None
         if replay is not None and done and (out / f"{name}-replay.json").is_file():
             replay.restore(json.loads((out / f"{name}-replay.json").read_text()))
         arms.append(Arm(name, learner, replay))
@@ -144,18 +145,29 @@ def _run_loop(
             spent = {"train": 0, "collect": 0, "validate": 0}
             evidence = None
             sampler: Fixed
-            if arm.name == "rigger":
+            if arm.name in ("rigger", "rigger-noreplay", "plr-random"):
                 # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
                 present = library.components()
                 components = [c.spec for c in present if c.round is None or c.round < number]
-                assert arm.replay is not None
-                arm.replay.chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, 1]))
-                specs, sampler = [base, *components], arm.replay
-                summary["library_size"] = len(components)
-                summary["library_version"] = library.version - sum(c.round == number for c in present)
-                evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
-            elif arm.name == "dr":
-                pool = random_specs(base, np.random.default_rng([config.seed, number, 2]), config.dr_pool)
+                if arm.name == "plr-random":  # as many components as the rigger arm trains on, drawn at random: no diagnosis
+                    drawn = np.random.default_rng([config.seed, number, 5])
+                    components = random_specs(base, drawn, len(components)) if components else []
+                stream = {"rigger": 1, "plr-random": 5, "rigger-noreplay": 6}[arm.name]
+                chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, stream]))
+                if arm.replay is not None:
+                    arm.replay.chooser = chooser
+                    sampler = arm.replay
+                else:  # rigger-noreplay: the curriculum alone, no replay of original levels
+                    sampler = chooser
+                specs = [base, *components]
+                if arm.name == "rigger":
+                    summary["library_size"] = len(components)
+                    summary["library_version"] = library.version - sum(c.round == number for c in present)
+                    evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
+            elif arm.name in ("dr", "dr-any"):
+                drawn = np.random.default_rng([config.seed, number, 2])
+                kinds = ("state",) if arm.name == "dr" else ("state", "rule", "observation")
+                pool = random_specs(base, drawn, config.dr_pool, kinds=kinds)
                 specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
             elif arm.name == "plr":
                 assert arm.replay is not None
@@ -168,6 +180,11 @@ def _run_loop(
                 trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
             seconds = {"train": time.perf_counter() - clock}
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
+            # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
+            trained["envs"] = [
+                "original",
+                *(",".join(f"{t.name}{json.dumps(t.params, sort_keys=True)}" for t in s.transforms) for s in specs[1:]),
+            ]
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log)

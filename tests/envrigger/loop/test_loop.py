@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from envharness import HarnessSpec, SpecError
 from envharness.transforms import RuleTransform, register_transform
@@ -561,10 +562,11 @@ def test_solvability_is_relative_to_the_original_so_slippery_maps_can_admit(tmp_
     seeds = list(range(3_000_000, 3_000_032))
     base = validator.base_reference_rate(seeds)
     assert 0 < base < 0.5  # an absolute 50% bar would refuse every reshaping of this env
-    assert validator.solvability(base, seeds).passed
-    assert validator.solvability(0.6 * base, seeds).passed
-    assert not validator.solvability(0.4 * base, seeds).passed
-    assert not validator.solvability(0.0, seeds).passed
+    plain = candidate({"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
+    assert validator.solvability(plain, base, seeds).passed
+    assert validator.solvability(plain, 0.6 * base, seeds).passed
+    assert not validator.solvability(plain, 0.4 * base, seeds).passed
+    assert not validator.solvability(plain, 0.0, seeds).passed
 
 
 def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_path):
@@ -660,7 +662,10 @@ def test_a_failing_seed_in_parallel_is_named_and_the_others_finish_and_resume(tm
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--arms", "original,bogus"], "--arms: got 'original,bogus'; give distinct arms from original,dr,plr,rigger"),
+        (
+            ["--arms", "original,bogus"],
+            "--arms: got 'original,bogus'; give distinct arms from original,dr,dr-any,plr,plr-random,rigger-noreplay,rigger",
+        ),
         (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
     ],
 )
@@ -773,3 +778,30 @@ def test_the_long_stages_report_their_progress(tmp_path):
     assert done["drawing levels"] == totals["drawing levels"] == LevelSplit.draws(config)
     for arm in ("original", "rigger"):  # the steps of ended episodes: the budget, give or take the last episode
         assert totals[f"training {arm}"] == 4000 and abs(done[f"training {arm}"] - 4000) <= 100
+
+
+def test_the_ablation_arms_separate_replay_reshaping_and_targeting(tmp_path):
+    """dr draws levels, dr-any anything; plr-random gets as many random components as rigger admitted; rigger-noreplay never replays."""
+    from envharness.transforms import TRANSFORMS
+
+    arms = ["original", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger"]
+    config = LoopConfig(**{**SMALL, "arms": arms})
+    result = run_loop(tmp_path / "run", config)
+    first, second = result["rounds"]
+    assert list(second["arms"]) == arms
+    steps = [a["train"]["steps"] for a in second["arms"].values()]
+    assert all(4000 <= n <= 4100 for n in steps)  # the budget, every arm (Q-learning finishes its last episode)
+    dr = second["arms"]["dr"]["train"]["envs"][1:]
+    assert dr and all(TRANSFORMS[label.split("{")[0]].kind == "state" for label in dr)
+    admitted = second["library_size"]
+    assert admitted >= 1  # SMALL admits in round 1
+    assert len(second["arms"]["plr-random"]["train"]["envs"]) == 1 + admitted == len(second["arms"]["rigger"]["train"]["envs"])
+    assert second["arms"]["plr-random"]["train"]["envs"] != second["arms"]["rigger"]["train"]["envs"]
+    assert second["arms"]["rigger-noreplay"]["train"]["envs"] == second["arms"]["rigger"]["train"]["envs"]
+    assert second["arms"]["rigger-noreplay"]["train"]["replays"] == 0 < second["arms"]["rigger"]["train"]["replays"]
+    assert set(result["final"]["arms"]) == set(arms)
+
+
+def test_an_ablation_without_the_rigger_arm_is_refused_in_one_line():
+    with pytest.raises(ValidationError, match="add rigger to --arms"):
+        LoopConfig(**{**SMALL, "arms": ["original", "plr-random"]})
