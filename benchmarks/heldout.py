@@ -37,8 +37,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
-from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
+from envrigger.loop import LoopConfig, SeedsRun, across_seeds, run_many
 from envrigger.loop.seeds import _interval
+
+SUITE_ARMS = ("original", "dr", "plr", "rigger")
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {
@@ -65,7 +67,9 @@ class Benchmark(BaseModel):
     heldout_spec: HarnessSpec | None = None
     learner: str = "ppo"
     learner_params: dict[str, Any] = Field(default_factory=dict)
-    arms: list[str] = Field(default_factory=lambda: list(ARMS))
+    # The four arms of the kept results. Their `dr` drew any catalog reshaping (now `dr-any`) and `dr` now draws levels:
+    # extending those seeds would mix the two, so new suite runs (and the ablation arms) go to a fresh results directory.
+    arms: list[str] = Field(default_factory=lambda: list(SUITE_ARMS))
     rounds: int = 3
     budget_steps: int = 50_000
     collect_episodes: int = 60
