@@ -18,7 +18,8 @@ def _section(page: str, heading: str) -> str:
     text = (ROOT / page).read_text()
     start = text.index(heading)
     following = re.search(r"\n## ", text[start + len(heading) :])
-    return text[start : start + len(heading) + following.start()] if following else text[start:]
+    section = text[start : start + len(heading) + following.start()] if following else text[start:]
+    return " ".join(section.split())  # line breaks in prose do not matter; table rows keep their single spaces
 
 
 def _interval(arm: dict) -> str:
