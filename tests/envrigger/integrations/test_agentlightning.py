@@ -142,7 +142,10 @@ def test_a_dry_run_trains_on_a_served_env_and_its_run_is_diagnosed_from_the_serv
         assert episode.policy_id.startswith("chat:scripted:") and episode.model_calls == len(steps) == episode.length
         assert all(json.loads(step.calls)[0]["gen_ai.request.model"] == "scripted" for step in steps)
     report = diagnose(run)
-    assert {f.name for f in report.findings} & {"loop", "revisit", "repeated_action"}, [f.name for f in report.findings]
+    # A looping agent's behaviours may be merged into one finding (their episodes coincide); its symptoms name them.
+    assert any(report.finding(name) is not None for name in ("loop", "revisit", "repeated_action")), [
+        (f.name, f.symptoms) for f in report.findings
+    ]
     assert 'class="chat"' in render_html(report, run)  # evidence as the agent's own conversation
 
 
