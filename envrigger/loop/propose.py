@@ -1,12 +1,13 @@
 """Propose: from a diagnosis to candidate reshapings that target its findings.
 
-Contains :class:`Candidate`, :func:`suggest` (parameters drawn
+Contains :class:`Candidate`, :func:`transforms_label`, :func:`suggest` (parameters drawn
 around a finding's evidence) and :func:`propose`, which also mutates admitted components
 (ACCEL-style) and drops duplicates by canonical spec hash.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,6 +36,16 @@ class Candidate(BaseModel):
     @property
     def hash(self) -> str:
         return self.spec.hash()
+
+
+def transforms_label(transforms: Iterable[TransformSpec]) -> str:
+    """How a reshaping is named on screen and in summaries: ``RemoveWalls{"count": 2}``, several joined by commas.
+
+    Example:
+        >>> transforms_label([TransformSpec(name="RemoveWalls", params={"count": 2})])
+        'RemoveWalls{"count": 2}'
+    """
+    return ", ".join(f"{t.name}{json.dumps(t.params, sort_keys=True)}" for t in transforms)
 
 
 def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n: int) -> list[Transform]:

@@ -5,7 +5,6 @@ Contains :func:`rigger_round`. Admissions train from the next round.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +19,7 @@ from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import Evidence
-from envrigger.loop.propose import propose
+from envrigger.loop.propose import propose, transforms_label
 from envrigger.loop.transfer import transfer_gate
 from envrigger.loop.validate import Validator
 from envrigger.rollout import rollout
@@ -133,7 +132,7 @@ def rigger_round(
                 round=number,
             )
             admitted.append(component)
-            labels.append(", ".join(f"{t.name}{json.dumps(t.params, sort_keys=True)}" for t in candidate.added) or candidate.spec.env_id)
+            labels.append(transforms_label(candidate.added) or candidate.spec.env_id)
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1

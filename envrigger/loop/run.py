@@ -27,6 +27,7 @@ from envrigger.loop.learners import load_learner, make_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import Evidence
+from envrigger.loop.propose import transforms_label
 from envrigger.loop.round import rigger_round
 from envrigger.loop.samplers import PLR, Curriculum, Fixed, Uniform
 from envrigger.loop.train import Arm, train_arm
@@ -181,10 +182,7 @@ def _run_loop(
             seconds = {"train": time.perf_counter() - clock}
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
-            trained["envs"] = [
-                "original",
-                *(",".join(f"{t.name}{json.dumps(t.params, sort_keys=True)}" for t in s.transforms) for s in specs[1:]),
-            ]
+            trained["envs"] = ["original", *(transforms_label(s.transforms) for s in specs[1:])]
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log)

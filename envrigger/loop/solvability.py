@@ -1,6 +1,6 @@
 """Solvability by search: a breadth-first search over a level's states with the env's own ``step``.
 
-Contains :func:`search_level` and :func:`searchable`. The search knows no family's
+Contains :func:`search_levels`, :func:`search_level` and :func:`searchable`. The search knows no family's
 mission: it tries every action from every state it reaches, on the base env's live state
 after the candidate's reset, and a level is solvable when some action sequence within the
 step limit ends with the env's own success (``terminated`` with a positive reward, as
@@ -35,11 +35,9 @@ def searchable(spec: HarnessSpec) -> bool:
     """
     if any(type(transform_from_spec(t)).kind not in ("state", "observation") for t in spec.transforms):
         return False
-    from envharness.adapters.minigrid import _is_minigrid
-
     env = spec.build()
     try:
-        return _is_minigrid(env.unwrapped)
+        return bool(env.adapter.family == "minigrid")
     finally:
         env.close()
 
@@ -53,13 +51,20 @@ def search_level(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> 
         >>> search_level(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0"), seed=0, max_states=3) is None
         True
     """
+    return search_levels(spec, [seed], max_states)[0]
+
+
+def search_levels(spec: HarnessSpec, seeds: list[int], max_states: int = MAX_STATES) -> list[bool | None]:
+    """:func:`search_level` for each of ``seeds``, on one env built once."""
     env = spec.build()
     try:
-        env.reset(seed=int(seed))
-        raw = env.unwrapped
-        raw.render_mode = None
-        limit = env.adapter.time_limit() or int(raw.max_steps)
-        return _search(raw, limit, max_states)
+        found = []
+        for seed in seeds:
+            env.reset(seed=int(seed))
+            raw = env.unwrapped
+            raw.render_mode = None
+            found.append(_search(raw, env.adapter.time_limit() or int(raw.max_steps), max_states))
+        return found
     finally:
         env.close()
 
@@ -136,4 +141,4 @@ def _key(raw: Any) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["MAX_STATES", "search_level", "searchable"]
+__all__ = ["MAX_STATES", "search_level", "search_levels", "searchable"]

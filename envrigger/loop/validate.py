@@ -26,7 +26,7 @@ from envrigger.data import TrajectoryStore
 from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.loop.propose import Candidate
-from envrigger.loop.solvability import search_level, searchable
+from envrigger.loop.solvability import search_levels, searchable
 from envrigger.policies import reference_policy
 from envrigger.rollout import rollout
 
@@ -249,7 +249,7 @@ class Validator:
                 detail="the reference solver succeeds as it does on the original",
             )
         if searchable(candidate.spec):
-            found = [search_level(candidate.spec, seed) for seed in seeds]
+            found = search_levels(candidate.spec, seeds)
             solved, unsolvable = found.count(True), found.count(False)
             stat = {
                 **stat,
