@@ -37,8 +37,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
-from envrigger.loop import LoopConfig, SeedsRun, across_seeds, run_many
-from envrigger.loop.seeds import _interval
+from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
+from envrigger.loop.seeds import COLLAPSED, _interval
 
 SUITE_ARMS = ("original", "dr", "plr", "rigger")
 
@@ -272,15 +272,20 @@ def _gain(diff: dict[str, Any], arm: str, with_ci: bool = False) -> str:
 
 def summary(entries: list[dict[str, Any]]) -> list[str]:
     """One row per benchmark: held-out success of each arm, the paired gains, steps and spend."""
+    shown = [a for a in ARMS if any(a in e["result"]["arms"] for e in entries)]  # every arm any benchmark trained, in ARMS order
+    others = [a for a in shown if a not in ("rigger", "original")]
     lines = [
-        "| benchmark | original | dr | plr | rigger | rigger − original (95% CI) | rigger − dr | rigger − plr | "
-        "steps per solved level vs original | rigger env steps ÷ original | loop time (sum over seeds) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| benchmark | "
+        + " | ".join(shown)
+        + " | rigger − original (95% CI) | "
+        + "".join(f"rigger − {a} | " for a in others)
+        + "steps per solved level vs original | rigger env steps ÷ original | loop time (sum over seeds) |",
+        "|---" * (len(shown) + len(others) + 5) + "|",
     ]
     for entry in entries:
         r = entry["result"]
         arms, diff = r["arms"], r["difference"]
-        cells = [f"{arms[a]['success']['mean']:.3f}" if a in arms else "-" for a in ("original", "dr", "plr", "rigger")]
+        cells = [f"{arms[a]['success']['mean']:.3f}" if a in arms else "-" for a in shown]
 
         change = diff.get("original", {}).get("steps_to_success_change")
         ratio = (
@@ -290,8 +295,11 @@ def summary(entries: list[dict[str, Any]]) -> list[str]:
         )
         name = entry["benchmark"]["name"] + (f" ({entry['partial']})" if entry.get("partial") else "")
         lines.append(
-            f"| {name} | " + " | ".join(cells) + f" | {_gain(diff, 'original', True)} | {_gain(diff, 'dr')} | "
-            f"{_gain(diff, 'plr')} | {'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
+            f"| {name} | "
+            + " | ".join(cells)
+            + f" | {_gain(diff, 'original', True)} | "
+            + "".join(f"{_gain(diff, a)} | " for a in others)
+            + f"{'-' if change is None else f'{change:+.1%}'} | {'-' if ratio is None else f'{ratio:.2f}×'} | "
             f"{entry['wall_time']['total'] / 60:.0f} min |"
         )
     aims = _aims(entries)
@@ -349,20 +357,22 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"Budget: {entry['config']['rounds']} rounds x {entry['config']['budget_steps']:,} training steps per arm, "
             f"learner {entry['config']['learner']}; loop wall time {entry['wall_time']['per_seed_mean'] / 60:.1f} min per seed.",
             "",
-            "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) |",
-            "|---|---|---|---|---|---|",
+            "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) "
+            "| seeds collapsed (held-out < 0.2) |",
+            "|---|---|---|---|---|---|---|",
         ]
         for arm, a in r["arms"].items():
             s, steps = a["success"], a["steps_to_success"]
             lines.append(
                 f"| {arm} | {s['mean']:.3f} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
-                f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} |"
+                f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} | "
+                f"{sum(row['heldout'][arm] < COLLAPSED for row in entry['per_seed'])} of {len(entry['per_seed'])} |"
             )
         for arm, d in r["difference"].items():
             change = d.get("steps_to_success_change")
             lines.append(
                 f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
-                f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | |"
+                f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | | |"
             )
         arms = list(r["arms"])
         lines += [

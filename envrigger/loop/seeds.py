@@ -65,6 +65,9 @@ def _interval(values: np.ndarray, bounds: tuple[float, float] = (-np.inf, np.inf
     return {"mean": mean, "ci": [max(mean - half, bounds[0]), min(mean + half, bounds[1])], "n": len(values)}
 
 
+COLLAPSED = 0.2  # held-out success below this on a seed: the arm collapsed there
+
+
 def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
     """Held-out success per arm across training seeds: mean, 95% t interval, paired differences.
 
@@ -83,6 +86,8 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
         >>> d = result["difference"]["original"]
         >>> round(d["mean"], 2), [round(x, 2) for x in d["ci"]]
         (0.27, [-0.02, 0.55])
+        >>> result["arms"]["original"]["collapsed"], across_seeds({0: run(0.9, 0.1)})["arms"]["original"]["collapsed"]
+        (0, 1)
     """
     seeds = sorted(runs)
     arms = list(runs[seeds[0]]["final"]["arms"])
@@ -97,6 +102,7 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
             "steps_to_success": float(np.mean(solved)) if solved else None,
             "env_steps": {k: float(np.mean([f["interaction"].get(k, 0) for f in finals[arm]])) for k in ("train", "total")},
             "rounds": [f.get("round") for f in finals[arm]],
+            "collapsed": int((success[arm] < COLLAPSED).sum()),  # seeds where this arm learned next to nothing held out
         }
     focus = "rigger" if "rigger" in arms else arms[-1]
     out["focus"] = focus

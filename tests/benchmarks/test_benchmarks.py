@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -80,6 +81,9 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     assert "| **rigger − plr** (paired) |" in report and (out / "tiny.png").stat().st_size > 10_000
     assert "| tiny | " in report and "Aims (on the means): +9 points over original on" in report
     assert "This call trained with --jobs 2 and took" in report
+    collapsed = {row["seed"] for row in entry["per_seed"] if row["heldout"]["original"] < 0.2}
+    assert f"| original | {entry['result']['arms']['original']['success']['mean']:.3f} |" in report
+    assert re.search(rf"^\| original \|.* \| {len(collapsed)} of 2 \|$", report, re.M)  # seeds where the arm collapsed
     # Every arm x seed is kept: running again reads the finished runs instead of training.
     before = {p: p.stat().st_mtime for p in out.glob("tiny/seed-*/final.json")}
     assert heldout.main(["--quick", "--seeds", "2", "--jobs", "1", "--suite", str(suite), "-o", str(out)]) == 0
