@@ -585,6 +585,14 @@ def run_command(
     ),
     workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
+    rollout_batch: int = typer.Option(
+        32,
+        "--rollout-batch",
+        min=1,
+        max=4096,
+        help="The loop's rollouts play N episodes at once in this process when the policy acts in batches (PPO), "
+        "whatever --backend; the same episodes. 1: always --backend.",
+    ),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
     agent: str = typer.Option(None, "--agent", help="With --learner none: chat, an LLM agent the loop plays but does not train."),
     base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the agent's endpoint."),
@@ -647,6 +655,7 @@ def run_command(
                 seed=seed,
                 workers=workers,
                 backend=backend,
+                rollout_batch=rollout_batch,
                 proposer=proposer,
                 proposer_base_url=proposer_base_url.rstrip("/") if proposer_base_url else None,
                 proposer_model=proposer_model,

@@ -93,6 +93,9 @@ class MiniGridAdapter(Adapter):
                     raise _looser("max_steps", self._asked, self._max_steps, _env_name(env))
         has_goal = bool(self._cells_of("goal", probe))
         self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
+        from envharness.adapters.minigrid_view import speed_up
+
+        speed_up(self.raw)  # the identical observation, four times faster (most of a step's time)
 
     @classmethod
     def matches(cls, raw: Any) -> bool:

@@ -46,6 +46,14 @@ class LoopConfig(BaseModel):
     seed: int = Field(0, ge=0)
     workers: int | None = Field(None, ge=1)
     backend: str = "process"
+    rollout_batch: int = Field(
+        32,
+        ge=1,
+        le=4096,
+        description="the loop's rollouts (validation and held-out levels, collection, candidate validation) play this many "
+        "episodes at once in this process when the learner's policy acts in batches (PPO), one forward pass for all; "
+        "the episodes are the ones `backend` stores; 1 always uses `backend`",
+    )
     band: tuple[float, float] = (0.2, 0.8)
     confidence: float = Field(0.9, gt=0.5, lt=1.0)
     min_rollouts: int = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
@@ -115,4 +123,5 @@ class LoopConfig(BaseModel):
             timeout_s=self.candidate_timeout_s,
             backend=self.backend,
             workers=self.workers,
+            batch=self.rollout_batch,
         )

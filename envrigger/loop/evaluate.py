@@ -14,7 +14,7 @@ import numpy as np
 from envharness.spec import HarnessSpec
 from envrigger.diagnose.model import wilson
 from envrigger.loop.config import LoopConfig
-from envrigger.rollout import rollout
+from envrigger.rollout import backend_for, rollout
 
 
 def evaluate(
@@ -27,7 +27,7 @@ def evaluate(
     env steps taken, the number of distinct levels and, with ``trained_on``, the share of
     episodes on a level the learner trained on.
     """
-    store = rollout(spec, policy, seeds=seeds, backend=config.backend, workers=config.workers, out=out)
+    store = rollout(spec, policy, seeds=seeds, out=out, **backend_for(policy, config.backend, config.workers, config.rollout_batch))
     table = store.episodes_table(["success", "length", "level_id"])
     success = table.column("success").to_numpy(zero_copy_only=False).astype(bool)
     lengths = table.column("length").to_numpy()

@@ -22,7 +22,7 @@ from envrigger.loop.mixture import Evidence
 from envrigger.loop.propose import propose, transforms_label
 from envrigger.loop.transfer import transfer_gate
 from envrigger.loop.validate import Validator
-from envrigger.rollout import rollout
+from envrigger.rollout import backend_for, rollout
 
 
 def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
@@ -61,7 +61,13 @@ def rigger_round(
     if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
         collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
         log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
-        store = rollout(base, policy, seeds=collect_seeds, backend=config.backend, workers=config.workers, out=workdir / "evidence")
+        store = rollout(
+            base,
+            policy,
+            seeds=collect_seeds,
+            out=workdir / "evidence",
+            **backend_for(policy, config.backend, config.workers, config.rollout_batch),
+        )
         table = store.episodes_table(["episode_id", "length", "level_id"])
         fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
         collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())

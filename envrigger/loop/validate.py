@@ -28,7 +28,7 @@ from envrigger.diagnose.model import wilson
 from envrigger.loop.propose import Candidate
 from envrigger.loop.solvability import search_levels, searchable
 from envrigger.policies import reference_policy
-from envrigger.rollout import rollout
+from envrigger.rollout import backend_for, rollout
 
 GATES = ("verifier_integrity", "solvability", "learnability", "targeting", "novelty")
 STOCK_ADAPTERS = frozenset({"Adapter", *(cls.__name__ for cls in ADAPTERS)})
@@ -51,6 +51,7 @@ class ValidationConfig:
     timeout_s: float = 300.0
     backend: str = "process"
     workers: int | None = None
+    batch: int = 32  # a policy that acts in batches plays this many episodes at once, in this process (see backend_for)
 
 
 class GateResult(BaseModel):
@@ -145,7 +146,9 @@ class Validator:
             if (path / "run.json").is_file()
             else 0
         )
-        store = rollout(spec, self.agent, seeds=seeds, backend=self.config.backend, workers=self.config.workers, out=path)
+        store = rollout(
+            spec, self.agent, seeds=seeds, out=path, **backend_for(self.agent, self.config.backend, self.config.workers, self.config.batch)
+        )
         self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy())) - before
         return store
 

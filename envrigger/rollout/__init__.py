@@ -1,6 +1,6 @@
 """Rollouts: run a policy on a spec for many seeded episodes and store the trajectories.
 
-The face of the package: :func:`rollout`, :func:`run_episode`, :func:`policy_factory`,
+The face of the package: :func:`rollout`, :func:`backend_for`, :func:`run_episode`, :func:`policy_factory`,
 :func:`step_record`, :func:`episode_record`, :func:`close_workers` and :data:`BACKENDS`.
 Inside, one module a question:
 
@@ -15,13 +15,14 @@ Inside, one module a question:
 
 from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, WALL_TIMEOUT, episode_record, run_episode, step_record
 from envrigger.rollout.factories import PolicyFactory, policy_factory
-from envrigger.rollout.run import BACKENDS, close_workers, rollout
+from envrigger.rollout.run import BACKENDS, backend_for, close_workers, rollout
 
 __all__ = [
     "BACKENDS",
     "DEFAULT_EPISODE_TIMEOUT",
     "WALL_TIMEOUT",
     "PolicyFactory",
+    "backend_for",
     "close_workers",
     "episode_record",
     "policy_factory",

@@ -515,7 +515,7 @@ def test_a_loop_round_trains_the_same_learner_bits_on_every_backend(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra (Stable-Baselines3 and torch)")
-def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_path):
+def test_ppo_arms_train_the_same_network_on_every_backend_batched_or_not_and_after_resume(tmp_path):
     import torch
 
     from envrigger.loop.learners import PPOLearner
@@ -535,8 +535,9 @@ def test_ppo_arms_train_the_same_network_on_every_backend_and_after_resume(tmp_p
         arms=["original", "rigger"],
         workers=2,
     )
-    for backend in ("serial", "process"):
-        run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend}))
+    # serial: PPO's rollouts in lockstep batches (the default); process: one episode at a time in the pool's workers.
+    for backend, batch in (("serial", 32), ("process", 1)):
+        run_loop(tmp_path / backend, LoopConfig(**{**config, "backend": backend, "rollout_batch": batch}))
     config_one = LoopConfig(**{**config, "backend": "serial", "rounds": 1})
     run_loop(tmp_path / "resumed", config_one)
     saved = json.loads((tmp_path / "resumed" / "loop.json").read_text())
