@@ -563,6 +563,12 @@ def run_command(
         help="Transfer gate (off at 0): admit a candidate only if a copy of the learner fine-tuned N steps on it and the "
         "original env beats a copy fine-tuned N steps on the original env alone, on fresh original-env levels.",
     ),
+    step_out: bool = typer.Option(
+        False,
+        "--step-out",
+        help="Reverse curriculum: an admitted easing component the rigger arm now almost always solves gets its next rung "
+        "(a start further out, fewer walls removed) proposed first, validated like any candidate.",
+    ),
     allow_seen_levels: bool = typer.Option(
         False,
         "--allow-seen-levels",
@@ -651,6 +657,7 @@ def run_command(
                 val_episodes=val_episodes,
                 candidates_per_round=candidates,
                 transfer_steps=transfer_steps,
+                step_out=step_out,
                 allow_seen_levels=allow_seen_levels,
                 seed=seed,
                 workers=workers,

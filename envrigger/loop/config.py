@@ -67,6 +67,12 @@ class LoopConfig(BaseModel):
         "of the original env than a copy fine-tuned N steps on the original env alone; the copies are thrown away, and "
         "their steps count as the rigger arm's `transfer` interaction",
     )
+    step_out: bool = Field(
+        False,
+        description="reverse curriculum: an admitted easing component (a start near the goal or along the walkthrough, "
+        "removed walls) that the rigger arm solved on more than the band's top share of its training episodes this round "
+        "gets its next rung proposed first (the same easing, less of it), validated like any candidate",
+    )
     transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
     proposer: Literal["catalog", "llm", "both"] = Field(
         "catalog", description="who proposes reshapings: the catalog's rules, a model on an OpenAI-compatible endpoint, or both"

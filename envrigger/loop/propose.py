@@ -98,6 +98,33 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
     return unique[:n]
 
 
+def step_out(transform: TransformSpec) -> TransformSpec | None:
+    """The next rung of a reverse curriculum: the same easing, less of it; None past the last rung (the original env).
+
+    A start (or goal) within ``[a, b]`` steps moves out to ``[b, 2b]``; a start ``[lo, hi]``
+    of the way along the walkthrough moves a quarter back toward the beginning; ``count``
+    removed walls become one fewer.
+
+    Example:
+        >>> step_out(TransformSpec(name="MoveAgent", params={"min_dist": 1, "max_dist": 3})).params
+        {'min_dist': 3, 'max_dist': 6}
+        >>> step_out(TransformSpec(name="RemoveWalls", params={"count": 1})) is None
+        True
+    """
+    p = transform.params
+    if transform.name in ("MoveAgent", "MoveGoal"):
+        low, high = int(p.get("max_dist", 3)), min(2 * int(p.get("max_dist", 3)), 100)
+        changed: dict[str, Any] | None = {"min_dist": low, "max_dist": high} if high > int(p.get("max_dist", 3)) else None
+    elif transform.name == "WalkthroughStart":
+        first, last = float(p.get("min_share", 0.0)), float(p.get("max_share", 0.5))
+        changed = {"min_share": round(max(first - 0.25, 0.0), 4), "max_share": round(last - 0.25, 4)} if last - 0.25 > 0 else None
+    elif transform.name == "RemoveWalls":
+        changed = {"count": int(p.get("count", 2)) - 1} if int(p.get("count", 2)) > 1 else None
+    else:
+        changed = None
+    return None if changed is None else TransformSpec(name=transform.name, params={**p, **changed})
+
+
 def _compatible(spec: HarnessSpec) -> bool:
     """Builds on this env, and every transform is one a proposer should offer there."""
     try:
@@ -123,13 +150,17 @@ def propose(
     mutations: int = 4,
     max_findings: int = 4,
     easing_first: bool = False,
+    mastered: Iterable[tuple[str, HarnessSpec, str]] = (),
 ) -> list[Candidate]:
-    """Candidates for the top findings, then mutations of admitted components; no duplicates.
+    """Candidates for the top findings, then the next rungs of mastered components, then mutations of admitted ones; no duplicates.
 
     ``admitted`` holds (hash, spec, targeted finding) of library components. Candidates
     already admitted (same hash) or incompatible with the env are dropped. With
     ``easing_first`` (the agent succeeds too rarely for a harder env to be learnable),
     catalog candidates from :data:`EASING` transforms come first, in their own order.
+    ``mastered`` (the same triples) are components the learner now solves almost always:
+    each gets its :func:`step_out` (origin ``step-out``), a reverse curriculum that
+    follows the learner outward.
     """
     admitted = list(admitted)
     seen = {h for h, _, _ in admitted} | {base.hash()}
@@ -169,6 +200,22 @@ def propose(
             )
     if easing_first:
         out.sort(key=lambda c: not any(t.name in EASING for t in c.added))  # stable: each group keeps its order
+    for parent_hash, parent, parent_finding in mastered:
+        extra = parent.transforms[len(base.transforms) :]
+        stepped = [step_out(t) for t in extra]
+        if not extra or all(t is None for t in stepped):
+            continue
+        changed = [new if new is not None else old for old, new in zip(extra, stepped, strict=True)]
+        add(
+            Candidate(
+                spec=base.extended(*changed),
+                added=changed,
+                finding=parent_finding,
+                rationale=f"the learner masters admitted component {parent_hash}: its next rung, {transforms_label(changed)}",
+                origin="step-out",
+                parent=parent_hash,
+            )
+        )
     for index in rng.permutation(len(admitted))[:mutations] if admitted else []:
         parent_hash, parent, parent_finding = admitted[int(index)]
         extra = parent.transforms[len(base.transforms) :] or parent.transforms

@@ -24,6 +24,8 @@ from envrigger.loop.transfer import transfer_gate
 from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
 
+MASTERED_EPISODES = 20  # training episodes on a component before its success rate says it is mastered
+
 
 def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
     env = spec.build()
@@ -43,11 +45,15 @@ def rigger_round(
     spaces: tuple[Any, Any],
     evidence: Evidence,
     log: Callable[[str], None],
+    trained: dict[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """Diagnose, propose, validate and admit, after the rigger arm trained this round; admissions train from the next round.
 
     The diagnosis reads the learner's own last training episodes on the original env; only
     if there are fewer than ``collect_episodes`` of them are the rest collected fresh.
+    ``trained`` maps each component's hash to the (wins, episodes) of this round's training
+    on it; with ``config.step_out`` the components won on more than the band's top share
+    (over at least :data:`MASTERED_EPISODES` episodes) get their next rung proposed.
     """
     base = config.spec
     rng = np.random.default_rng([config.seed, number])
@@ -91,15 +97,25 @@ def rigger_round(
         proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round)
         rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
         log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
+    mastered = [
+        (h, spec, finding)
+        for h, spec, finding in admitted_before
+        if config.step_out
+        and (wins_tries := (trained or {}).get(h)) is not None
+        and wins_tries[1] >= MASTERED_EPISODES
+        and wins_tries[0] > config.band[1] * wins_tries[1]
+    ]
     if config.proposer in ("catalog", "both"):
-        proposals += propose(diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0])
+        proposals += propose(
+            diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0], mastered=mastered
+        )
     else:
-        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before) if c.origin == "mutation"]
+        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=mastered) if c.origin != "catalog"]
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
     usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
-    # Mutations of admitted components (ACCEL) get up to half of the slots; catalog proposals the rest.
-    mutations = [c for c in usable if c.origin == "mutation"][: config.candidates_per_round // 2]
-    catalog = [c for c in usable if c.origin != "mutation"][: config.candidates_per_round - len(mutations)]
+    # Next rungs of mastered components, then mutations of admitted ones (ACCEL), get up to half of the slots; catalog proposals the rest.
+    mutations = [c for c in usable if c.origin in ("step-out", "mutation")][: max(config.candidates_per_round // 2, 1 if mastered else 0)]
+    catalog = [c for c in usable if c.origin not in ("step-out", "mutation")][: config.candidates_per_round - len(mutations)]
     candidates = catalog + mutations
     seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
@@ -152,6 +168,7 @@ def rigger_round(
         "admitted": admitted,
         "admitted_labels": labels,
         "rejected_by": rejected,
+        "mastered": [h for h, _, _ in mastered],
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,
         "transfer_steps": transfer_steps,

@@ -185,7 +185,13 @@ def _run_loop(
             trained["envs"] = ["original", *(transforms_label(s.transforms) for s in specs[1:])]
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
-                rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log)
+                per_component = {
+                    c.hash: (int(w), int(n))
+                    for c, w, n in zip(
+                        [c for c in present if c.round is None or c.round < number], trained["wins"][1:], trained["picks"][1:], strict=True
+                    )
+                }
+                rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log, per_component)
                 spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
                 transfer_steps, transfer_levels = rigged.pop("transfer_steps"), rigged.pop("transfer_levels")
                 if config.transfer_steps:

@@ -50,9 +50,11 @@ def train_arm(
     replays_before = sampler.replays
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)
+    wins = np.zeros(len(specs), dtype=int)
 
     def count(index: int, seed: int, success: bool, length: int) -> None:
         picks[index] += 1
+        wins[index] += bool(success)
         advance(length)
 
     def make() -> MixtureEnv:
@@ -68,6 +70,7 @@ def train_arm(
         "steps": taken,
         "episodes": int(picks.sum()),
         "picks": picks.tolist(),
+        "wins": wins.tolist(),  # verified successes per env, in the order of picks
         "levels": seeds.levels,
         "skipped_reserved": seeds.skipped,
         "refused": sum(e.refused for e in envs),

@@ -806,3 +806,44 @@ def test_the_ablation_arms_separate_replay_reshaping_and_targeting(tmp_path):
 def test_an_ablation_without_the_rigger_arm_is_refused_in_one_line():
     with pytest.raises(ValidationError, match="add rigger to --arms"):
         LoopConfig(**{**SMALL, "arms": ["original", "plr-random"]})
+
+
+def test_step_out_moves_a_reverse_curriculum_outward_rung_by_rung_until_the_original():
+    from envharness.spec import TransformSpec
+    from envrigger.loop.propose import step_out
+
+    def ladder(name, **params):
+        rungs, current = [], TransformSpec(name=name, params=params)
+        while (current := step_out(current)) is not None:
+            rungs.append(current.params)
+        return rungs
+
+    assert ladder("MoveAgent", min_dist=1, max_dist=3) == [
+        {"min_dist": 3, "max_dist": 6},
+        {"min_dist": 6, "max_dist": 12},
+        {"min_dist": 12, "max_dist": 24},
+        {"min_dist": 24, "max_dist": 48},
+        {"min_dist": 48, "max_dist": 96},
+        {"min_dist": 96, "max_dist": 100},
+    ]
+    assert ladder("WalkthroughStart", min_share=0.5, max_share=0.9) == [
+        {"min_share": 0.25, "max_share": 0.65},
+        {"min_share": 0.0, "max_share": 0.4},
+        {"min_share": 0.0, "max_share": 0.15},
+    ]
+    assert ladder("RemoveWalls", count=3) == [{"count": 2}, {"count": 1}]
+    assert ladder("ActionSlip", p=0.1) == []  # not an easing: nothing to step out from
+
+
+def test_a_mastered_component_gets_its_next_rung_proposed_before_any_mutation(tmp_path):
+    base = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+    report = diagnose(rollout(base, "random", seeds=range(20), out=tmp_path / "random"))
+    near = base.extended({"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
+    walls = base.extended({"name": "RemoveWalls", "params": {"count": 2}})
+    admitted = [("near", near, "timeout"), ("walls", walls, "timeout")]
+    out = propose(report, base, np.random.default_rng(0), admitted=admitted, mastered=[admitted[0]])
+    stepped = [c for c in out if c.origin == "step-out"]
+    assert [(c.parent, c.added[0].params) for c in stepped] == [("near", {"min_dist": 2, "max_dist": 4})]
+    assert stepped[0].finding == "timeout" and "masters" in stepped[0].rationale
+    later = [c.origin for c in out[out.index(stepped[0]) :]]
+    assert "catalog" not in later  # after every catalog proposal, before the mutations
