@@ -79,12 +79,14 @@ def train_and_probe(task: dict[str, Any]) -> dict[str, Any]:
             "seconds": time.perf_counter() - started}  # fmt: skip
 
 
-def plan(benchmark: Any, seeds: int, probes: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def plan(benchmark: Any, seeds: int, probes: int, quick: bool = False) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The search's tasks for one benchmark, and what they share (its probe seeds)."""
     from envrigger.loop import LevelSplit
     from envrigger.loop.levels import first_free
 
     base = benchmark.config()
+    if quick:
+        base = base.model_copy(update={"rounds": 1, "budget_steps": 512})
     split = LevelSplit.make(base.spec, base)
     probe_seeds = first_free(base.spec, range(PROBE_SEED, PROBE_SEED + 20 * probes), split.reserved, probes)
     tasks = []
@@ -115,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="learners trained at once (default 2)")
     parser.add_argument("-o", "--out", type=Path, default=Path("results") / "learner-search")
     parser.add_argument("--write-suite", action="store_true", help="store each benchmark's choice as its learner_params in its suite file")
+    parser.add_argument("--quick", action="store_true", help="512 training steps per learner: a smoke test of the script, not a result")
     args = parser.parse_args(argv)
     if args.seeds < 2:
         parser.error("--seeds: give 2 or more, so that a spread across seeds exists")
+    if args.write_suite and args.quick:
+        parser.error("--write-suite: a --quick search is a smoke test; run the full search to choose settings")
     benchmarks = [b for b in load_suite(only=args.only) if b.learner == "ppo"]
     if not benchmarks:
         parser.error("--only: none of these benchmarks trains PPO; the search covers PPO's settings")
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     tasks, probes = [], {}
     for benchmark in benchmarks:
-        more, probes[benchmark.name] = plan(benchmark, args.seeds, args.probe)
+        more, probes[benchmark.name] = plan(benchmark, args.seeds, args.probe, args.quick)
         tasks += more
     with multiprocessing.get_context("spawn").Pool(args.jobs) as pool:
         rows = []

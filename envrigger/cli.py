@@ -762,8 +762,8 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
             arm,
             str(r["round"]),
             f"{r['validation']:.2f}",
-            f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]",
-            _fmt(h["steps_to_success"]),
+            f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]" if h is not None else "not played (heldout off)",
+            _fmt(h["steps_to_success"]) if h is not None else "-",
             f"{spent['train']:,}",
             f"{spent['total']:,}",
         )
@@ -775,7 +775,7 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
             f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}; "
             f"every arm also spent {spent['select']:,} steps on validation levels to pick its round"
         )
-    if not levels["disjoint"]:
+    if not levels["disjoint"] and all(r["heldout"] is not None for r in final["arms"].values()):
         seen = {arm: r["heldout"].get("seen_in_training", 0) for arm, r in final["arms"].items()}
         console.print(
             "held-out episodes on a level the arm trained on: "

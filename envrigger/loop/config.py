@@ -42,6 +42,11 @@ class LoopConfig(BaseModel):
     val_episodes: int = Field(100, ge=10, le=100_000, description="validation-level episodes per arm and round, to pick the round")
     candidates_per_round: int = Field(4, ge=1, le=100)
     dr_pool: int = Field(16, ge=1, le=1000, description="random reshapings per round for the dr arm")
+    heldout: bool = Field(
+        True,
+        description="False: the run ends after picking each arm's round on validation levels, without playing a held-out "
+        "level (for choosing variants on validation levels only; benchmarks/variant_check.py)",
+    )
     allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
     seed: int = Field(0, ge=0)
     workers: int | None = Field(None, ge=1)

@@ -246,10 +246,12 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         scores = [(s["arms"][name]["validation"]["success"], s["round"]) for s in summaries]
         best = max(scores)[1]  # ties go to the later round
         learner = load_learner(config.learner, Arm(name, None).path(out, best), probe)
-        log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
         trained_on = used.get(f"{name}:train", set())
-        shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
-        heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
+        heldout = None
+        if config.heldout:
+            log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
+            shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
+            heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {
             k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries)
             for k in ("train", "collect", "validate", "transfer", "total")
@@ -263,7 +265,12 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         }
     probe.close()
     warnings = []
-    if "rigger" in arms and "original" in arms and arms["rigger"]["heldout"]["success"] < arms["original"]["heldout"]["success"]:
+    if (
+        config.heldout
+        and "rigger" in arms
+        and "original" in arms
+        and arms["rigger"]["heldout"]["success"] < arms["original"]["heldout"]["success"]
+    ):
         warnings.append(
             f"the rigger arm ended below the original-env baseline on held-out levels "
             f"({arms['rigger']['heldout']['success']:.3f} < {arms['original']['heldout']['success']:.3f}): its curriculum "

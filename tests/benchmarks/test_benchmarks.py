@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envrigger.loop import LevelSplit
+from envrigger.loop import ARMS, LevelSplit
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import heldout  # noqa: E402
@@ -73,8 +73,9 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     assert heldout.main(["--quick", "--seeds", "2", "--jobs", "2", "--suite", str(suite), "-o", str(out)]) == 0  # the two seeds at once
     results = json.loads((out / "results.json").read_text())
     entry = results["benchmarks"][0]
-    assert set(entry["result"]["arms"]) == {"original", "dr", "plr", "rigger"} and entry["result"]["seeds"] == [0, 1]
-    assert set(entry["result"]["difference"]) == {"original", "dr", "plr"}
+    # Every arm, so that replay, reshaping at all and reshaping the diagnosis targets are told apart.
+    assert set(entry["result"]["arms"]) == set(ARMS) and entry["result"]["seeds"] == [0, 1]
+    assert set(entry["result"]["difference"]) == set(ARMS) - {"rigger"}
     assert results["meta"]["versions"]["gymnasium"] and results["meta"]["machine"]["cpus"] and results["meta"]["quick"] is True
     assert all(0.0 <= a["success"]["ci"][0] <= a["success"]["ci"][1] <= 1.0 for a in entry["result"]["arms"].values())
     report = (out / "results.md").read_text()
@@ -108,3 +109,46 @@ def test_a_suite_folder_without_benchmarks_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         heldout.main(["--suite", str(tmp_path), "-o", str(tmp_path / "out")])
     assert refused.value.code == 2 and "--suite: " in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+@needs_sb3
+def test_the_learner_search_scores_every_setting_on_probe_levels_and_chooses_by_mean_minus_spread(tmp_path):
+    import learner_search
+    from envrigger.loop import LoopConfig
+
+    out = tmp_path / "search"
+    args = ["--quick", "--only", "cartpole", "--seeds", "2", "--probe", "12", "--jobs", "2", "-o", str(out)]
+    assert learner_search.main(args) == 0
+    result = json.loads((out / "search.json").read_text())
+    assert len(result["rows"]) == len(learner_search.SETTINGS) * 2
+    table = result["benchmarks"]["cartpole"]["table"]
+    chosen = result["benchmarks"]["cartpole"]["chosen"]
+    assert table[chosen]["score"] == max(row["score"] for row in table.values())
+    assert all(row["score"] == pytest.approx(row["mean"] - row["sd"]) for row in table.values())
+    # The probe levels are neither held-out nor validation levels of the benchmark's runs.
+    (benchmark,) = heldout.load_suite(only=["cartpole"])
+    config: LoopConfig = benchmark.config()
+    split = LevelSplit.make(config.spec, config)
+    from envrigger.loop.levels import Seeds
+
+    probe = Seeds(config.spec, 0)
+    first = result["probe"]["cartpole"]["first_probe_seed"]
+    assert first >= learner_search.PROBE_SEED and probe.level(first) not in split.reserved
+    probe.close()
+    assert "| cartpole | as is |" in (out / "search.md").read_text()
+
+
+@needs_sb3
+def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path, capsys):
+    import variant_check
+
+    out = tmp_path / "variants"
+    args = ["frozenlake", "--quick", "--set", "step_out=true", "--arms", "original,rigger", "--seeds", "2", "-o", str(out)]
+    assert variant_check.main(args) == 0
+    result = json.loads((out / "frozenlake" / "variant-step_out-true.json").read_text())
+    assert [r["seed"] for r in result["rows"]] == [100, 101] and result["variant"] == {"step_out": True}
+    assert all(set(r["plain"]["validation"]) == {"original", "rigger"} for r in result["rows"])
+    assert not list(out.glob("**/heldout-*"))  # no held-out level was played by either run
+    assert "rigger, variant - plain:" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="FIELD=VALUE"):
+        variant_check.main(["frozenlake", "--set", "step_out"])

@@ -847,3 +847,23 @@ def test_a_mastered_component_gets_its_next_rung_proposed_before_any_mutation(tm
     assert stepped[0].finding == "timeout" and "masters" in stepped[0].rationale
     later = [c.origin for c in out[out.index(stepped[0]) :]]
     assert "catalog" not in later  # after every catalog proposal, before the mutations
+
+
+def test_a_run_with_heldout_off_picks_rounds_on_validation_and_plays_no_held_out_level(tmp_path):
+    result = run_loop(tmp_path / "run", LoopConfig(**{**SMALL, "arms": ["original", "rigger"], "heldout": False}))
+    final = result["final"]
+    assert all(arm["heldout"] is None and arm["round"] in (1, 2) for arm in final["arms"].values())
+    assert final["arms"]["rigger"]["validation"] == max(s["arms"]["rigger"]["validation"]["success"] for s in result["rounds"])
+    assert not list((tmp_path / "run").glob("heldout-*"))  # nothing was rolled out on a held-out level
+
+
+def test_step_out_runs_through_the_loop_and_names_what_the_learner_mastered(tmp_path):
+    # A non-slippery lake with Q-learning: components that start next to the goal are soon won almost always.
+    config = {**SMALL, "rounds": 3, "arms": ["rigger"], "step_out": True, "band": (0.05, 0.6), "heldout": False}
+    result = run_loop(tmp_path / "run", LoopConfig(**config))
+    mastered = [h for s in result["rounds"] for h in s.get("mastered", [])]
+    library = Library(tmp_path / "run" / "library.db")
+    components = {c.hash: c for c in library.components()}
+    assert mastered and set(mastered) <= set(components)
+    steps = [c for c in components.values() if c.origin == "step-out"]
+    assert all(c.parent in mastered for c in steps)

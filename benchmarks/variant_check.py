@@ -1,0 +1,123 @@
+"""A proposal variant, measured on validation levels only: the rigger arm with and without it, paired by master seed.
+
+Issue 33's honesty rule: variants are chosen on validation levels, and held-out levels are
+looked at once, at the end, by the suite. So this script runs a suite benchmark's loop
+with ``heldout`` off (no held-out level is ever played) for ``--seeds`` master seeds, once
+as the suite defines it and once with ``--set FIELD=VALUE`` changes (e.g. ``step_out=true``),
+the same arms in both, and reports each arm's validation success at its picked round
+per seed, the paired difference of the variant's rigger arm against the plain one, with a
+95% t interval across seeds, and what the variant's rigger arm admitted.
+
+The master seeds default to 100, 101, ...: never a seed the suite's kept results use.
+
+Writes ``OUT/NAME/variant-LABEL.json`` (the plain runs are kept and reused by the next variant). Run: ``python benchmarks/variant_check.py doorkey6 --set
+step_out=true [--arms plr,rigger] [--seeds 4] [--jobs 2] [-o results/variants]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from heldout import load_suite  # noqa: E402
+
+FIRST_SEED = 100
+
+
+def one_loop(task: tuple[str, str]) -> str:
+    """Run (or resume) one loop in a process of its own; returns its directory."""
+    from envrigger.loop import LoopConfig, run_loop
+
+    where, config = task
+    path = Path(where)
+    run_loop(path, None if (path / "loop.json").is_file() else LoopConfig.model_validate_json(config))
+    return where
+
+
+def validation(where: Path) -> dict[str, Any]:
+    """Each arm's validation success at its picked round, and what the rigger arm admitted (from the run's library)."""
+    from envrigger.loop.library import Library
+
+    final = json.loads((where / "final.json").read_text())
+    library = Library(where / "library.db", create=False)
+    admitted = [
+        f"{', '.join(t.name + json.dumps(t.params) for t in c.spec.transforms)} [round {c.round}, {c.origin}]" for c in library.components()
+    ]
+    library.close()
+    return {"validation": {arm: a["validation"] for arm, a in final["arms"].items()}, "admitted": admitted}
+
+
+def _parse(changes: list[str]) -> dict[str, Any]:
+    out = {}
+    for change in changes:
+        field, _, value = change.partition("=")
+        if not field or not value:
+            raise SystemExit(f"--set: got {change!r}; give FIELD=VALUE with a JSON value, e.g. step_out=true")
+        try:
+            out[field] = json.loads(value)
+        except json.JSONDecodeError:
+            out[field] = value
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("benchmark", help="a suite benchmark's name (benchmarks/suite/NAME.json)")
+    parser.add_argument(
+        "--set", dest="changes", action="append", default=[], metavar="FIELD=VALUE", help="the variant's LoopConfig changes"
+    )
+    parser.add_argument("--arms", default="plr,rigger", help="arms trained in both runs (default plr,rigger)")
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("-o", "--out", type=Path, default=Path("results") / "variants")
+    parser.add_argument("--quick", action="store_true", help="the suite's tiny budgets (heldout.py --quick): a smoke test, not a result")
+    args = parser.parse_args(argv)
+    (benchmark,) = load_suite(only=[args.benchmark])
+    changes = _parse(args.changes)
+    base = benchmark.config(args.quick).model_copy(update={"heldout": False, "arms": [a.strip() for a in args.arms.split(",")]})
+    from envrigger.loop import LoopConfig
+
+    variant = LoopConfig.model_validate({**json.loads(base.model_dump_json()), **changes})  # checks the fields and their values
+    label = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
+    out = args.out / benchmark.name
+    tasks = []
+    for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
+        for name, config in (("plain", base), (label, variant)):
+            tasks.append((str(out / name / f"seed-{seed}"), config.model_copy(update={"seed": seed}).model_dump_json()))
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
+        for done in pool.imap_unordered(one_loop, tasks):
+            print(f"finished {done}")
+    rows: list[dict[str, Any]] = []
+    for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
+        plain, changed = validation(out / "plain" / f"seed-{seed}"), validation(out / label / f"seed-{seed}")
+        rows.append({"seed": seed, "plain": plain, "variant": changed})
+    gains = np.array([r["variant"]["validation"]["rigger"] - r["plain"]["validation"]["rigger"] for r in rows])
+    from envrigger.loop.seeds import _interval
+
+    summary = _interval(gains, (-1.0, 1.0))
+    print(f"{benchmark.name}: variant {label} against the suite's rigger arm, validation levels only, {args.seeds} master seeds")
+    for r in rows:
+        cells = "  ".join(
+            f"{arm} {r['plain']['validation'][arm]:.3f} -> {r['variant']['validation'][arm]:.3f}" for arm in r["plain"]["validation"]
+        )
+        print(f"  seed {r['seed']}: {cells}")
+        print(f"    variant admitted: {'; '.join(r['variant']['admitted']) or 'nothing'}")
+    print(f"  rigger, variant - plain: {summary['mean'] * 100:+.1f} points [{summary['ci'][0] * 100:+.1f}, {summary['ci'][1] * 100:+.1f}]")
+    result = {"benchmark": benchmark.name, "variant": changes, "arms": base.arms, "rows": rows, "rigger_gain": summary,
+              "wall_time": time.perf_counter() - started}  # fmt: skip
+    (out / f"variant-{label.replace('=', '-').replace(',', '_')}.json").write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
