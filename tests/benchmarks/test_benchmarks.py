@@ -114,6 +114,7 @@ def test_a_suite_folder_without_benchmarks_is_refused(tmp_path, capsys):
 @needs_sb3
 def test_the_learner_search_scores_every_setting_on_probe_levels_and_chooses_by_mean_minus_spread(tmp_path):
     import learner_search
+
     from envrigger.loop import LoopConfig
 
     out = tmp_path / "search"
