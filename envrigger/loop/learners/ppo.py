@@ -49,48 +49,48 @@ class TorchPolicy:
     def reset(self, seed: int | None) -> None:
         self.rng = np.random.default_rng([self.seed, 0 if seed is None else int(seed)])
 
-    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+    def _forward(self, rows: list[Any]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The action distribution for each row of features, in float64: probabilities, or means and standard deviations.
+
+        In float64 because a float32 matrix product rounds differently with the number of
+        rows (a batch of 32 against one alone), which once in about 10^7 steps flipped a
+        sampled action; in float64 that takes about 10^16, so an episode gets the same
+        actions alone, in a batch and in a worker process. The layers are SB3's own
+        (features, actor MLP, action head), without SB3's float32 preprocessing.
+        """
         import torch
 
         if torch.get_num_threads() != 1:
-            torch.set_num_threads(1)  # one small forward pass per step: threads only add overhead
+            torch.set_num_threads(1)  # small forward passes: threads only add overhead
+        net = self.network
         with torch.no_grad():
-            x = torch.as_tensor(self.features(obs)).unsqueeze(0)
-            dist = self.network.get_distribution(x).distribution
+            x = torch.as_tensor(np.stack([self.features(obs) for obs in rows]), dtype=torch.float64)
+            extractor = getattr(net, "pi_features_extractor", None) or net.features_extractor
+            out = net.action_net(net.mlp_extractor.forward_actor(extractor(x)))
             if self.discrete:
-                probs = dist.probs[0].numpy().astype(np.float64)
-                if self.deterministic:
-                    return int(np.argmax(probs))
-                return int(self.rng.choice(len(probs), p=probs / probs.sum()))
-            mean, std = dist.mean[0].numpy(), dist.stddev[0].numpy()
-            return mean if self.deterministic else mean + std * self.rng.standard_normal(mean.shape)
+                return torch.softmax(out - out.logsumexp(-1, keepdim=True), -1).numpy(), None
+            return out.numpy(), net.log_std.exp().expand_as(out).numpy()
+
+    def _choose(self, first: np.ndarray, second: np.ndarray | None) -> Any:
+        if second is None:  # action probabilities
+            if self.deterministic:
+                return int(np.argmax(first))
+            return int(self.rng.choice(len(first), p=first / first.sum()))
+        return first if self.deterministic else first + second * self.rng.standard_normal(first.shape)
+
+    def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        first, second = self._forward([obs])
+        return self._choose(first[0], None if second is None else second[0])
 
     @staticmethod
     def act_batch(policies: list[TorchPolicy], observations: list[Any], infos: list[dict[str, Any]]) -> list[Any]:
         """Actions for several episodes in one forward pass; ``policies`` are copies of one policy, one per episode.
 
-        Each copy samples with its own generator, so every episode gets the action :meth:`act`
-        would have chosen for it.
+        Each copy samples with its own generator, and the network computes in float64 (see
+        :meth:`_forward`), so every episode gets the action :meth:`act` would have chosen for it.
         """
-        import torch
-
-        first = policies[0]
-        if torch.get_num_threads() != 1:
-            torch.set_num_threads(1)
-        with torch.no_grad():
-            x = torch.as_tensor(np.stack([first.features(obs) for obs in observations]))
-            dist = first.network.get_distribution(x).distribution
-            if first.discrete:
-                rows = dist.probs.numpy().astype(np.float64)
-                return [
-                    int(np.argmax(probs)) if policy.deterministic else int(policy.rng.choice(len(probs), p=probs / probs.sum()))
-                    for policy, probs in zip(policies, rows, strict=True)
-                ]
-            means, stds = dist.mean.numpy(), dist.stddev.numpy()
-            return [
-                mean if policy.deterministic else mean + std * policy.rng.standard_normal(mean.shape)
-                for policy, mean, std in zip(policies, means, stds, strict=True)
-            ]
+        first, second = policies[0]._forward(observations)
+        return [policy._choose(first[k], None if second is None else second[k]) for k, policy in enumerate(policies)]
 
 
 PPO_DEFAULTS: dict[str, Any] = {
@@ -191,7 +191,8 @@ class PPOLearner:
         source = self.model.policy
         network = type(source)(**source._get_constructor_parameters())  # a fresh module: no optimizer, no graph
         network.load_state_dict(source.state_dict())
-        return TorchPolicy(network.eval(), self.features, self.discrete, seed=self.seed, policy_id=self.policy_id)
+        # float64 for rollouts: an episode's actions do not depend on how many episodes share a forward pass (TorchPolicy._forward).
+        return TorchPolicy(network.double().eval(), self.features, self.discrete, seed=self.seed, policy_id=self.policy_id)
 
     def save(self, path: Path) -> Path:
         target = Path(path).with_suffix(self.suffix)
