@@ -14,6 +14,7 @@ which has to show the map so that a learner can carry what it learned to a new m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import gymnasium as gym
 import numpy as np
@@ -27,6 +28,18 @@ from envharness.transforms.state import PhysicsParams
 
 _OUTSIDE, _HOLE, _GOAL = 0, 1, 2
 _IMAGES = ("ice_img", "ice_crack_imgs", "hole_img", "agent_img", "goal_flag_img", "letter_s_img", "letter_g_img")
+
+
+@lru_cache(maxsize=256)
+def _tables(rows: tuple[str, ...], slippery: bool) -> tuple[np.ndarray, dict, np.ndarray]:
+    """FrozenLake's map letters, transition table and start distribution for ``rows``, built once per map.
+
+    Building the table is most of a reset's time, and a level is often reset more than once
+    in a row (its level id is read before an arm plays it). The table is shared, and never
+    changed in place: an edit of the map (FrozenLakeMap) replaces it whole.
+    """
+    made = FrozenLakeEnv(desc=list(rows), is_slippery=slippery)
+    return np.asarray(made.desc), made.P, made.initial_state_distrib
 
 
 class GeneratedFrozenLake(FrozenLakeEnv):
@@ -83,9 +96,9 @@ class GeneratedFrozenLake(FrozenLakeEnv):
 
     def _load(self, rows: list[str]) -> None:
         """Make ``rows`` the current map: the letters, the transition table and the start."""
-        made = FrozenLakeEnv(desc=rows, is_slippery=self._slippery)
-        self.desc, self.nrow, self.ncol, self.P = made.desc, made.nrow, made.ncol, made.P
-        self.initial_state_distrib = made.initial_state_distrib
+        desc, self.P, initial = _tables(tuple(rows), self._slippery)
+        self.desc, self.initial_state_distrib = desc.copy(), initial.copy()  # type: ignore[assignment]  # FrozenLake's desc is an array
+        self.nrow, self.ncol = desc.shape
         self.cell_size = (self.window_size[0] // self.ncol, self.window_size[1] // self.nrow)
         for name in _IMAGES:  # sprites are scaled to the cell size: rescale on the next render
             setattr(self, name, None)

@@ -1,7 +1,8 @@
 """Levels: which seeds an arm may play, and which levels a run keeps for validation and held-out evaluation.
 
 Contains :class:`Seeds` (fresh training seeds in order, skipping every seed whose *base*
-level, the original env's level for that seed before any state transform, is reserved),
+level, the original env's level for that seed before any state transform, is reserved;
+level ids are read once per process and kept),
 :func:`first_free` and :class:`LevelSplit` (the level ids training must
 never see). A level is reserved with its whole group (:func:`envharness.adapters.base.is_reserved`):
 on HumanEvalFix, holding out one bug of a problem holds out the problem.
@@ -21,6 +22,10 @@ from envrigger.data import TrajectoryError
 from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
 
 REFUSED = "refused:"  # the level id Seeds gives a seed whose level the harness refuses
+# Level ids already read, by (spec hash, seed): a seed's level is a function of the two (reset(seed) is
+# deterministic), and every arm draws the same fresh training seeds, so each is read once per process, not once per arm.
+_LEVELS: dict[tuple[str, int], str] = {}
+_LEVELS_KEPT = 1 << 18
 
 
 class Seeds:
@@ -43,6 +48,7 @@ class Seeds:
         self.issued: list[int] = []
         self.levels: set[str] = set()  # base level ids of every issued seed
         self._probe: Any = None
+        self._spec_hash = base.hash()
 
     def level(self, seed: int) -> str:
         """The original env's level id for ``seed`` (one reset of a plain base env); :data:`REFUSED` + seed if it refuses it.
@@ -50,13 +56,21 @@ class Seeds:
         The harness refuses a level that starts solved (GoToDoor-5x5 at seed 3: ``done`` already
         wins); nobody can play such a level, so it is never handed out, held out or validated on.
         """
+        key = (self._spec_hash, int(seed))
+        known = _LEVELS.get(key)
+        if known is not None:
+            return known
         if self._probe is None:
             self._probe = self.base.build()
         try:
             level = self._probe.reset(seed=int(seed))[1].get("level_id")
         except TransformError:
-            return f"{REFUSED}{int(seed)}"
-        return "" if level is None else str(level)
+            level = f"{REFUSED}{int(seed)}"
+        found = "" if level is None else str(level)
+        if len(_LEVELS) >= _LEVELS_KEPT:
+            _LEVELS.pop(next(iter(_LEVELS)))  # the oldest
+        _LEVELS[key] = found
+        return found
 
     def next(self) -> int:
         while True:

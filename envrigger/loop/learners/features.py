@@ -70,3 +70,13 @@ class _Featurized(gym.ObservationWrapper):
 
     def observation(self, observation: Any) -> np.ndarray:
         return self.features(observation)
+
+    # SB3's vectorized env deep-copies every step's info, and PPO reads none of ours (the mixture
+    # below already took the verdict): an empty info saves the copies.
+    def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, _ = super().reset(**kwargs)
+        return obs, {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, _ = super().step(action)
+        return obs, reward, terminated, truncated, {}
