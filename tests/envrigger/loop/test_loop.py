@@ -867,3 +867,18 @@ def test_step_out_runs_through_the_loop_and_names_what_the_learner_mastered(tmp_
     assert mastered and set(mastered) <= set(components)
     steps = [c for c in components.values() if c.origin == "step-out"]
     assert all(c.parent in mastered for c in steps)
+
+
+def test_a_seeds_level_is_read_once_per_process_and_every_arm_after_that_reuses_it():
+    from envrigger.loop.levels import Seeds
+
+    spec = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+    first = Seeds(spec, 0)
+    levels = [first.level(seed) for seed in range(9_100_000, 9_100_020)]
+    first.close()
+    second = Seeds(spec, 0)  # the next arm's stream: the same seeds, no env built to read them again
+    assert [second.level(seed) for seed in range(9_100_000, 9_100_020)] == levels and second._probe is None
+    other = Seeds(spec.extended({"name": "MoveGoal", "params": {"min_dist": 1, "max_dist": 2}}), 0)
+    other.level(9_100_000)  # another spec is another key: its own levels, read from its own env
+    assert other._probe is not None
+    other.close()
