@@ -3,7 +3,9 @@
 The loop-cost figure of issue 33: ``benchmarks/heldout.py --seeds 1 --jobs 2`` runs in a git
 worktree of ``--baseline`` (default: 91bc247, the code before the loop was made cheaper) and
 then in one of ``--now`` (default: HEAD, so that editing the checkout meanwhile changes
-nothing), each with its own code first on ``PYTHONPATH``, nothing else running between them. Before either, the TextWorld games are generated into the cache, so neither
+nothing), each with its own code first on ``PYTHONPATH``, nothing else running between them, and
+both on the suite's benchmark files with the same four arms written out (original, dr, plr,
+rigger: the arms of the kept results, which the later suite extends to seven). Before either, the TextWorld games are generated into the cache, so neither
 side pays for them. Prints each side's wall time, their ratio, and every arm's held-out
 success and env steps per benchmark on both sides, marking any that differ (the gates did
 not change, so they should all be equal). Writes ``--out`` (default ``loop_cost.json``).
@@ -36,6 +38,7 @@ class Config:
     now: str = "HEAD"
     jobs: int = 2
     seeds: int = 1
+    arms: tuple[str, ...] = ("original", "dr", "plr", "rigger")  # the arms of the suite's kept results, trained by both
 
 
 def warm_textworld() -> None:
@@ -46,12 +49,21 @@ def warm_textworld() -> None:
     warm_cache(kwargs["challenge"], kwargs["levels"], kwargs["games_per_level"], workers=2)
 
 
-def one_side(tree: Path, out: Path, config: Config) -> dict[str, Any]:
+def same_arms(suite: Path) -> None:
+    """The suite's benchmark files with the arms written out, so that both revisions train the same arms."""
+    suite.mkdir()
+    for path in sorted((ROOT / "benchmarks" / "suite").glob("*.json")):
+        (suite / path.name).write_text(json.dumps({**json.loads(path.read_text()), "arms": list(Config.arms)}))
+
+
+def one_side(tree: Path, suite: Path, out: Path, config: Config) -> dict[str, Any]:
     """Run the suite from ``tree`` with ``tree``'s own packages; its wall time and each benchmark's per-arm results."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     command = [
         sys.executable,
         str(tree / "benchmarks" / "heldout.py"),
+        "--suite",
+        str(suite),
         "--seeds",
         str(config.seeds),
         "--jobs",
@@ -90,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(scratch / side), rev], check=True)
     try:
         warm_textworld()
-        sides = {side: one_side(scratch / side, scratch / f"out-{side}", config) for side in revisions}
+        same_arms(scratch / "suite")
+        sides = {side: one_side(scratch / side, scratch / "suite", scratch / f"out-{side}", config) for side in revisions}
     finally:
         for side in revisions:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / side)], check=False)
