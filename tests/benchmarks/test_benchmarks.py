@@ -26,7 +26,7 @@ def test_every_suite_benchmark_is_valid_and_has_unseen_levels_to_hold_out():
     assert len({b.domain for b in suite}) == len(suite)
     for benchmark in suite:
         config = benchmark.config()
-        assert config.arms == ["original", "dr", "plr", "rigger"]
+        assert config.arms == list(ARMS)  # every arm: replay, reshaping at all and targeted reshaping told apart
         probe = 200
         if benchmark.spec.env_id == "envharness/TextWorld-v0":
             # Each new game is generated (about a second): check the level pool on a tenth of the run's draws.
