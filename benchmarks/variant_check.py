@@ -61,7 +61,7 @@ def _parse(changes: list[str]) -> dict[str, Any]:
     for change in changes:
         field, _, value = change.partition("=")
         if not field or not value:
-            raise SystemExit(f"--set: got {change!r}; give FIELD=VALUE with a JSON value, e.g. step_out=true")
+            raise ValueError(f"--set: got {change!r}; give FIELD=VALUE with a JSON value, e.g. step_out=true")
         try:
             out[field] = json.loads(value)
         except json.JSONDecodeError:
@@ -82,11 +82,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the suite's tiny budgets (heldout.py --quick): a smoke test, not a result")
     args = parser.parse_args(argv)
     (benchmark,) = load_suite(only=[args.benchmark])
-    changes = _parse(args.changes)
+    try:
+        changes = _parse(args.changes)
+    except ValueError as error:
+        parser.error(str(error))
     base = benchmark.config(args.quick).model_copy(update={"heldout": False, "arms": [a.strip() for a in args.arms.split(",")]})
+    from pydantic import ValidationError
+
     from envrigger.loop import LoopConfig
 
-    variant = LoopConfig.model_validate({**json.loads(base.model_dump_json()), **changes})  # checks the fields and their values
+    unknown = sorted(set(changes) - set(LoopConfig.model_fields))
+    if unknown:
+        parser.error(f"--set: no LoopConfig field {', '.join(unknown)}; use one of {', '.join(LoopConfig.model_fields)}")
+    try:
+        variant = LoopConfig.model_validate({**json.loads(base.model_dump_json()), **changes})
+    except ValidationError as error:
+        first = error.errors()[0]
+        parser.error(f"--set {'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
     label = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
     out = args.out / benchmark.name
     tasks = []

@@ -151,5 +151,10 @@ def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path
     assert all(set(r["plain"]["validation"]) == {"original", "rigger"} for r in result["rows"])
     assert not list(out.glob("**/heldout-*"))  # no held-out level was played by either run
     assert "rigger, variant - plain:" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="FIELD=VALUE"):
-        variant_check.main(["frozenlake", "--set", "step_out"])
+    capsys.readouterr()
+    # A typo is refused (not run as a plain loop under another name), and so is a value out of bounds: exit 2, one line.
+    for change, message in (("step_out", "FIELD=VALUE"), ("stepout=true", "no LoopConfig field stepout"), ("rounds=0", "--set rounds: ")):
+        with pytest.raises(SystemExit) as refused:
+            variant_check.main(["frozenlake", "--set", change, "-o", str(tmp_path / "refused")])
+        assert refused.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
