@@ -149,7 +149,8 @@ def _run_loop(
             if arm.name in ("rigger", "rigger-noreplay", "plr-random"):
                 # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
                 present = library.components()
-                components = [c.spec for c in present if c.round is None or c.round < number]
+                current = [c for c in present if c.round is None or c.round < number]
+                components = [c.spec for c in current]
                 if arm.name == "plr-random":  # as many components as the rigger arm trains on, drawn at random: no diagnosis
                     drawn = np.random.default_rng([config.seed, number, 5])
                     components = random_specs(base, drawn, len(components)) if components else []
@@ -186,10 +187,7 @@ def _run_loop(
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 per_component = {
-                    c.hash: (int(w), int(n))
-                    for c, w, n in zip(
-                        [c for c in present if c.round is None or c.round < number], trained["wins"][1:], trained["picks"][1:], strict=True
-                    )
+                    c.hash: (int(w), int(n)) for c, w, n in zip(current, trained["wins"][1:], trained["picks"][1:], strict=True)
                 }
                 rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log, per_component)
                 spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
@@ -245,10 +243,10 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
     for name in config.arms:
         scores = [(s["arms"][name]["validation"]["success"], s["round"]) for s in summaries]
         best = max(scores)[1]  # ties go to the later round
-        learner = load_learner(config.learner, Arm(name, None).path(out, best), probe)
         trained_on = used.get(f"{name}:train", set())
         heldout = None
         if config.heldout:
+            learner = load_learner(config.learner, Arm(name, None).path(out, best), probe)
             log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
             shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
