@@ -569,6 +569,12 @@ def run_command(
         help="Reverse curriculum: an admitted easing component the rigger arm now almost always solves gets its next rung "
         "(a start further out, fewer walls removed) proposed first, validated like any candidate.",
     ),
+    retire_mastered: bool = typer.Option(
+        False,
+        "--retire-mastered",
+        help="An admitted component the rigger arm solved on more than the band's top share of 20+ training episodes in a "
+        "round sits out every later round's training (it stays in the library).",
+    ),
     allow_seen_levels: bool = typer.Option(
         False,
         "--allow-seen-levels",
@@ -658,6 +664,7 @@ def run_command(
                 candidates_per_round=candidates,
                 transfer_steps=transfer_steps,
                 step_out=step_out,
+                retire_mastered=retire_mastered,
                 allow_seen_levels=allow_seen_levels,
                 seed=seed,
                 workers=workers,

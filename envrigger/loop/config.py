@@ -78,6 +78,12 @@ class LoopConfig(BaseModel):
         "removed walls) that the rigger arm solved on more than the band's top share of its training episodes this round "
         "gets its next rung proposed first (the same easing, less of it), validated like any candidate",
     )
+    retire_mastered: bool = Field(
+        False,
+        description="an admitted component that the rigger arm solved on more than the band's top share of at least 20 "
+        "training episodes in a round sits out the training of every later round (rigger, rigger-noreplay, and the count "
+        "plr-random draws); it stays in the library",
+    )
     transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
     proposer: Literal["catalog", "llm", "both"] = Field(
         "catalog", description="who proposes reshapings: the catalog's rules, a model on an OpenAI-compatible endpoint, or both"

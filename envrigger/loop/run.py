@@ -89,6 +89,19 @@ def _writer(out: Path) -> Iterator[None]:
         raise
 
 
+def _retired(summaries: list[dict[str, Any]], config: LoopConfig) -> set[str]:
+    """The components the rigger arm mastered in an earlier round: won on more than the band's top share of enough episodes."""
+    from envrigger.loop.round import MASTERED_EPISODES
+
+    out: set[str] = set()
+    for summary in summaries:
+        trained = summary.get("arms", {}).get("rigger", {}).get("train", {})
+        for h, wins, picks in zip(trained.get("components", []), trained["wins"][1:], trained["picks"][1:], strict=False):
+            if picks >= MASTERED_EPISODES and wins > config.band[1] * picks:
+                out.add(h)
+    return out
+
+
 def _run_loop(
     out: Path,
     config: LoopConfig | None,
@@ -142,6 +155,9 @@ def _run_loop(
         workdir.mkdir(parents=True)
         used = _load_levels(out)
         summary: dict[str, Any] = {"round": number, "arms": {}}
+        retired = _retired(summaries, config) if config.retire_mastered else set()
+        if retired:
+            summary["retired"] = sorted(retired)
         for arm in arms:
             spent = {"train": 0, "collect": 0, "validate": 0}
             evidence = None
@@ -149,7 +165,7 @@ def _run_loop(
             if arm.name in ("rigger", "rigger-noreplay", "plr-random"):
                 # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
                 present = library.components()
-                current = [c for c in present if c.round is None or c.round < number]
+                current = [c for c in present if (c.round is None or c.round < number) and c.hash not in retired]
                 components = [c.spec for c in current]
                 if arm.name == "plr-random":  # as many components as the rigger arm trains on, drawn at random: no diagnosis
                     drawn = np.random.default_rng([config.seed, number, 5])
@@ -184,6 +200,8 @@ def _run_loop(
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
             trained["envs"] = ["original", *(transforms_label(s.transforms) for s in specs[1:])]
+            if arm.name == "rigger":  # which library component each of its picks after the first is (what retiring reads)
+                trained["components"] = [c.hash for c in current]
             spent["train"] = trained["steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 per_component = {

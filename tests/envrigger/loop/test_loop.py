@@ -869,6 +869,23 @@ def test_step_out_runs_through_the_loop_and_names_what_the_learner_mastered(tmp_
     assert all(c.parent in mastered for c in steps)
 
 
+def test_a_mastered_component_sits_out_later_rounds_but_stays_in_the_library(tmp_path):
+    # The same easy lake: what the rigger arm wins almost always in one round is not trained on in the next.
+    config = {**SMALL, "rounds": 3, "arms": ["rigger"], "retire_mastered": True, "band": (0.05, 0.6), "heldout": False}
+    result = run_loop(tmp_path / "run", LoopConfig(**config))
+    library = {c.hash for c in Library(tmp_path / "run" / "library.db").components()}
+    retired = set()
+    for summary in result["rounds"]:
+        trained = summary["arms"]["rigger"]["train"]
+        assert not retired & set(trained["components"])  # a retired component was never trained on again
+        assert set(summary.get("retired", [])) == retired
+        for h, wins, picks in zip(trained["components"], trained["wins"][1:], trained["picks"][1:], strict=True):
+            if picks >= 20 and wins > 0.6 * picks:
+                retired.add(h)
+    assert retired and retired <= library  # something was mastered, and it is still in the library
+    assert any(s.get("retired") for s in result["rounds"])  # and a later round trained without it
+
+
 def test_a_seeds_level_is_read_once_per_process_and_every_arm_after_that_reuses_it():
     from envrigger.loop.levels import Seeds
 
