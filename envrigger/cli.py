@@ -575,6 +575,12 @@ def run_command(
         help="An admitted component the rigger arm solved on more than the band's top share of 20+ training episodes in a "
         "round sits out every later round's training (it stays in the library).",
     ),
+    target_all: bool = typer.Option(
+        False,
+        "--target-all",
+        help="Findings no catalog transform names get candidates too: a failure in a level parameter's region gets that "
+        "region's reshapings, any other the easing ones (a start nearer the goal, fewer walls).",
+    ),
     allow_seen_levels: bool = typer.Option(
         False,
         "--allow-seen-levels",
@@ -665,6 +671,7 @@ def run_command(
                 transfer_steps=transfer_steps,
                 step_out=step_out,
                 retire_mastered=retire_mastered,
+                target_all=target_all,
                 allow_seen_levels=allow_seen_levels,
                 seed=seed,
                 workers=workers,

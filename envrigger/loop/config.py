@@ -84,6 +84,12 @@ class LoopConfig(BaseModel):
         "training episodes in a round sits out the training of every later round (rigger, rigger-noreplay, and the count "
         "plr-random draws); it stays in the library",
     )
+    target_all: bool = Field(
+        False,
+        description="findings the catalog does not name get candidates too: an ending whose condition is a level "
+        "parameter's region (`pole_mass <= 0.11`) gets that region's reshapings, and a finding no transform targets "
+        "gets the easing ones (a start nearer the goal or along the walkthrough, a nearer goal, fewer walls)",
+    )
     transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
     proposer: Literal["catalog", "llm", "both"] = Field(
         "catalog", description="who proposes reshapings: the catalog's rules, a model on an OpenAI-compatible endpoint, or both"

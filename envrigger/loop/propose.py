@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
-from envharness.transforms import Transform, transform_from_spec
+from envharness.transforms import TRANSFORMS, Transform, transform_from_spec
 from envharness.transforms.base import _bounds
 from envrigger.diagnose import Diagnosis, Finding
 from envrigger.diagnose.remedies import matching_transforms
@@ -141,6 +141,21 @@ def _compatible(spec: HarnessSpec) -> bool:
 EASING = frozenset({"MoveAgent", "MoveGoal", "RemoveWalls", "WalkthroughStart"})
 
 
+def _region(finding: Finding) -> list[Finding]:
+    """A failure whose condition is a level parameter's region (``pole_mass <= 0.113``) as that region's own finding.
+
+    The diagnosis states an ending's condition over state and level features; a clause on
+    a level feature (the one ``by_feature`` bins) names levels the agent fails on, which
+    is what a ``feature_region`` finding is, so that region's reshapings can target it.
+    """
+    level = finding.stats.get("by_feature", {}).get("feature")
+    for clause in finding.stats.get("condition", {}).get("clauses", []):
+        if level is not None and clause["raw"] == level:
+            stats = {"feature": clause["feature"], "op": clause["op"], "threshold": clause["threshold"]}
+            return [finding.model_copy(update={"name": f"feature_region:{clause['feature']}", "stats": stats})]
+    return []
+
+
 def propose(
     diagnosis: Diagnosis,
     base: HarnessSpec,
@@ -151,6 +166,7 @@ def propose(
     max_findings: int = 4,
     easing_first: bool = False,
     mastered: Iterable[tuple[str, HarnessSpec, str]] = (),
+    target_all: bool = False,
 ) -> list[Candidate]:
     """Candidates for the top findings, then the next rungs of mastered components, then mutations of admitted ones; no duplicates.
 
@@ -160,7 +176,10 @@ def propose(
     catalog candidates from :data:`EASING` transforms come first, in their own order.
     ``mastered`` (the same triples) are components the learner now solves almost always:
     each gets its :func:`step_out` (origin ``step-out``), a reverse curriculum that
-    follows the learner outward.
+    follows the learner outward. With ``target_all``, findings the catalog does not name
+    get candidates too: an ending whose condition is a level parameter's region gets that
+    region's reshapings (:func:`_region`), and a finding no transform targets gets the
+    :data:`EASING` ones.
     """
     admitted = list(admitted)
     seen = {h for h, _, _ in admitted} | {base.hash()}
@@ -175,12 +194,19 @@ def propose(
     queues = []
     for finding in [f for f in diagnosis.findings if f.severity > 0][:max_findings]:
         tried: set[str] = set()
-        for name in (finding.name, *finding.symptoms):  # a merged finding's symptoms are targets too
-            for cls in matching_transforms(name):
+        targets = [
+            finding if name == finding.name else finding.model_copy(update={"name": name}) for name in (finding.name, *finding.symptoms)
+        ]
+        if target_all:
+            targets += _region(finding)
+        for target in targets:  # a merged finding's symptoms are targets too
+            for cls in matching_transforms(target.name):
                 if cls.__name__ not in tried:
                     tried.add(cls.__name__)
-                    target = finding if name == finding.name else finding.model_copy(update={"name": name})
                     queues.append([(target, t) for t in suggest(cls, target, rng, per_finding)])
+        if target_all and not tried:  # nothing in the catalog names this finding: ease the levels it happens on
+            for cls in (TRANSFORMS[name] for name in sorted(EASING)):
+                queues.append([(finding, t) for t in suggest(cls, finding, rng, per_finding)])
     while any(queues):
         for queue in queues:
             if not queue:

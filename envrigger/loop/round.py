@@ -107,7 +107,13 @@ def rigger_round(
     ]
     if config.proposer in ("catalog", "both"):
         proposals += propose(
-            diagnosis, base, rng, admitted=admitted_before, easing_first=diagnosis.success_rate < config.band[0], mastered=mastered
+            diagnosis,
+            base,
+            rng,
+            admitted=admitted_before,
+            easing_first=diagnosis.success_rate < config.band[0],
+            mastered=mastered,
+            target_all=config.target_all,
         )
     else:
         proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=mastered) if c.origin != "catalog"]

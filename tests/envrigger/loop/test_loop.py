@@ -236,6 +236,42 @@ def test_an_agent_that_rarely_succeeds_gets_easing_reshapings_first(tmp_path):
     assert [any(t.name in EASING for t in c.added) for c in plain] != easing
 
 
+def _diagnosis(*findings):
+    from envrigger.diagnose import Diagnosis
+
+    return Diagnosis(run="r", episodes=60, steps=600, failures=40, success_rate=0.3, success_ci=(0.2, 0.4), spec_hashes=[],
+                     policies=[], findings=list(findings))  # fmt: skip
+
+
+def test_with_target_all_a_failure_in_a_level_parameters_region_gets_that_regions_reshapings():
+    import envharness.envs  # noqa: F401  (registers PhysicsCartPole)
+    from envrigger.diagnose.model import Finding
+
+    # As the diagnosis states it: carts leave the track on levels with light poles (a condition on a level parameter).
+    condition = {"rule": "pole_mass <= 0.11", "clauses": [{"feature": "pole_mass", "raw": "pole_mass", "op": "<=", "threshold": 0.11}]}
+    out = Finding(name="terminal_cause:cart_out_of_bounds", title="cart left the track", episodes=20, total=60, rate=0.33,
+                  rate_ci=(0.2, 0.5), failures=20, severity=0.5,
+                  stats={"condition": condition, "by_feature": {"feature": "pole_mass", "values": [], "rate": [], "episodes": []}})  # fmt: skip
+    pole = HarnessSpec(env_id="envharness/PhysicsCartPole-v0")
+    plain = propose(_diagnosis(out), pole, np.random.default_rng(0))
+    assert not [c for c in plain if c.added[0].name == "PhysicsParams"]  # the catalog names no transform for leaving the track
+    targeted = [c for c in propose(_diagnosis(out), pole, np.random.default_rng(0), target_all=True) if c.added[0].name == "PhysicsParams"]
+    assert [c.added[0].params["pole_mass"] for c in targeted] == [pytest.approx(0.11 * k, abs=1e-4) for k in (1.0, 0.85, 0.7)]
+    assert {c.finding for c in targeted} == {"feature_region:pole_mass"}
+
+
+def test_with_target_all_a_finding_no_transform_names_gets_the_easing_reshapings():
+    from envrigger.diagnose.model import Finding
+    from envrigger.loop.propose import EASING
+
+    hit = Finding(name="terminal_cause:mission_failed", title="ran into an obstacle", episodes=30, total=60, rate=0.5,
+                  rate_ci=(0.4, 0.6), failures=30, severity=0.8)  # fmt: skip
+    obstacles = HarnessSpec(env_id="MiniGrid-Dynamic-Obstacles-6x6-v0")
+    assert propose(_diagnosis(hit), obstacles, np.random.default_rng(0)) == []
+    eased = propose(_diagnosis(hit), obstacles, np.random.default_rng(0), target_all=True)
+    assert eased and all(c.added[0].name in EASING and c.finding == hit.name for c in eased)
+
+
 SMALL = dict(
     spec=LAKE,
     learner="qlearning",
