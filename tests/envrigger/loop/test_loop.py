@@ -153,7 +153,12 @@ def test_validation_fails_closed(problem, validator, tmp_path):
 
 def test_propose_targets_findings_and_mutates_admitted_components_without_duplicates(tmp_path):
     spec = HarnessSpec(env_id="MiniGrid-Empty-8x8-v0", transforms=[{"name": "MoveGoal", "params": {"min_dist": 1, "max_dist": 10}}])
-    from test_diagnose import GivesUpWhenFar
+    where = Path(__file__).parents[1] / "diagnose" / "test_diagnose.py"  # its policy, wherever this file runs from
+    found = importlib.util.spec_from_file_location("diagnose_policies", where)
+    assert found is not None and found.loader is not None
+    module = importlib.util.module_from_spec(found)
+    found.loader.exec_module(module)
+    GivesUpWhenFar = module.GivesUpWhenFar  # noqa: N806 - a class
 
     report = diagnose(rollout(spec, GivesUpWhenFar, seeds=range(120), out=tmp_path / "far"))
     base = HarnessSpec(env_id="MiniGrid-Empty-8x8-v0")
