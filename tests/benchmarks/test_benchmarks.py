@@ -82,6 +82,12 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     assert "| **rigger − plr** (paired) |" in report and (out / "tiny.png").stat().st_size > 10_000
     assert "| tiny | " in report and "Aims (on the means): +9 points over original on" in report
     assert "This call trained with --jobs 2 and took" in report
+    # The ablation table: the four paired differences with their intervals, and every arm's collapsed seeds.
+    row = next(line for line in report.splitlines() if line.startswith("| tiny | 2 | "))
+    plr = entry["result"]["difference"]["plr"]
+    assert f"{100 * plr['mean']:+.1f} [{100 * plr['ci'][0]:+.1f}, {100 * plr['ci'][1]:+.1f}]" in row
+    assert row.endswith(" | " + ", ".join(str(entry["result"]["arms"][a]["collapsed"]) for a in ARMS) + " |")
+    assert "Aims (on the intervals): rigger − plr above zero on" in report
     collapsed = {row["seed"] for row in entry["per_seed"] if row["heldout"]["original"] < 0.2}
     assert f"| original | {entry['result']['arms']['original']['success']['mean']:.3f} |" in report
     assert re.search(rf"^\| original \|.* \| {len(collapsed)} of 2 \|$", report, re.M)  # seeds where the arm collapsed
