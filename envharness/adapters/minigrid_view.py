@@ -12,6 +12,7 @@ MiniGrid's code, call by call.
 
 from __future__ import annotations
 
+import enum
 from functools import lru_cache
 from typing import Any
 
@@ -74,14 +75,21 @@ class AgentView:
         cells = grid.grid
         view = [cells[k] if k >= 0 else _OUTSIDE for k in _sources(grid.width, grid.height, size, int(env.agent_dir), top_x, top_y)]
         agent = (size // 2) * size + size - 1
-        mask = [True] * (size * size) if env.see_through_walls else _visible(view, size)
+        if env.see_through_walls:
+            mask: Any = [True] * (size * size)
+        else:  # what is seen depends only on which cells block the view: the same pattern, the same mask
+            mask = _visible(tuple(v is not None and not v.see_behind() for v in view), size)
         view[agent] = env.carrying or None
         codes = [(_UNSEEN if not seen else _EMPTY if v is None else v.encode()) for v, seen in zip(view, mask, strict=True)]
         return np.array(codes, dtype="uint8").reshape(size, size, 3)
 
 
-def _visible(view: list[Any], size: int) -> list[bool]:
-    """MiniGrid's ``process_vis`` from the agent's cell (bottom middle), on a flat list (cell (i, j) at ``i * size + j``)."""
+@lru_cache(maxsize=1 << 16)  # one entry per pattern of blocking cells met
+def _visible(blocks: tuple[bool, ...], size: int) -> tuple[bool, ...]:
+    """MiniGrid's ``process_vis`` from the agent's cell (bottom middle), on a flat list (cell (i, j) at ``i * size + j``).
+
+    ``blocks[k]`` says whether view cell ``k`` holds an object that cannot be seen behind.
+    """
     mask = [False] * (size * size)
     mask[(size // 2) * size + size - 1] = True
     for j in reversed(range(size)):
@@ -89,8 +97,7 @@ def _visible(view: list[Any], size: int) -> list[bool]:
             k = i * size + j
             if not mask[k]:
                 continue
-            cell = view[k]
-            if cell and not cell.see_behind():
+            if blocks[k]:
                 continue
             mask[k + size] = True
             if j > 0:
@@ -100,19 +107,36 @@ def _visible(view: list[Any], size: int) -> list[bool]:
             k = i * size + j
             if not mask[k]:
                 continue
-            cell = view[k]
-            if cell and not cell.see_behind():
+            if blocks[k]:
                 continue
             mask[k - size] = True
             if j > 0:
                 mask[k - size - 1] = True
                 mask[k - 1] = True
-    return mask
+    return tuple(mask)
+
+
+def _direct(actions: Any) -> None:
+    """Put an action enum's members in its class dict, so ``Actions.left`` is a plain lookup.
+
+    On Python 3.11 every ``self.actions.left`` in MiniGrid's ``step`` goes through the enum
+    class's ``__getattr__``: about a tenth of a step. The members are the same objects, and
+    iteration, ``len`` and ``Actions["left"]`` are unchanged; names the class already
+    defines are left alone.
+    """
+    if not (isinstance(actions, type) and issubclass(actions, enum.Enum)):
+        return
+    for name, member in actions.__members__.items():
+        if name not in actions.__dict__:
+            type.__setattr__(actions, name, member)  # the enum's own __setattr__ refuses to touch members
 
 
 def speed_up(env: Any) -> bool:
     """Give a MiniGrid env :class:`AgentView` as its ``gen_obs``; False (and nothing changed) where its class has a view of its own."""
-    if not isinstance(env, MiniGridEnv) or any(getattr(type(env), name) is not getattr(MiniGridEnv, name) for name in _STOCK):
+    if not isinstance(env, MiniGridEnv):
+        return False
+    _direct(env.actions)
+    if any(getattr(type(env), name) is not getattr(MiniGridEnv, name) for name in _STOCK):
         return False
     if not isinstance(env.__dict__.get("gen_obs"), AgentView):
         vars(env)["gen_obs"] = AgentView(env)  # on the instance: its class, and every other env, keep MiniGrid's

@@ -122,3 +122,13 @@ def test_a_grid_of_another_class_is_seen_by_minigrids_own_code():
     image = env.gen_obs()["image"]
     assert _same(env.gen_obs(), MiniGridEnv.gen_obs(env))
     assert int((image[..., 0] == 6).sum()) == 7 * 7 - 1  # balls everywhere but under the agent
+
+
+def test_the_action_enum_reads_faster_and_is_the_same_enum():
+    from minigrid.core.actions import Actions
+
+    before = (list(Actions), len(Actions), Actions["toggle"], Actions(5), Actions.__members__.copy())
+    env = gym.make("MiniGrid-Empty-5x5-v0").unwrapped
+    assert speed_up(env) and "left" in vars(Actions)  # a plain class attribute: no enum __getattr__ per step
+    assert (list(Actions), len(Actions), Actions["toggle"], Actions(5), Actions.__members__) == before
+    assert Actions.left is Actions["left"] and env.actions.forward == 2
