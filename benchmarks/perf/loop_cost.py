@@ -8,7 +8,8 @@ both on the suite's benchmark files with the same four arms written out (origina
 rigger: the arms of the kept results, which the later suite extends to seven). Before either, the TextWorld games are generated into the cache, so neither
 side pays for them. Prints each side's wall time, their ratio, and every arm's held-out
 success and env steps per benchmark on both sides, marking any that differ (the gates did
-not change, so they should all be equal). Writes ``--out`` (default ``loop_cost.json``).
+not change, so they should all be equal). Beside the wall time it reports the CPU time of
+every process of each side's run, which other work on the machine changes much less. Writes ``--out`` (default ``loop_cost.json``).
 Takes about an hour on 2 cores. Run: ``python benchmarks/perf/loop_cost.py``.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -71,9 +73,12 @@ def one_side(tree: Path, suite: Path, out: Path, config: Config) -> dict[str, An
         "-o",
         str(out),
     ]
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(command, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the run and every process it waited for
+    cpu = (after.ru_utime + after.ru_stime) - (used.ru_utime + used.ru_stime)
     results: dict[str, Any] = {}
     for final_path in sorted(out.glob("*/seed-*/final.json")):
         final = json.loads(final_path.read_text())
@@ -81,7 +86,7 @@ def one_side(tree: Path, suite: Path, out: Path, config: Config) -> dict[str, An
             arm: {"heldout": a["heldout"]["success"], "round": a["round"], "env_steps": a["interaction"]["total"]}
             for arm, a in final["arms"].items()
         }
-    return {"seconds": seconds, "results": results}
+    return {"seconds": seconds, "cpu_seconds": cpu, "results": results}
 
 
 def _resolve(rev: str) -> str:
@@ -109,9 +114,11 @@ def main(argv: list[str] | None = None) -> int:
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(scratch / side)], check=False)
         shutil.rmtree(scratch, ignore_errors=True)
     ratio = sides["now"]["seconds"] / sides["baseline"]["seconds"]
-    print(f"one master seed of every suite benchmark, --jobs {config.jobs}")
-    print(f"  baseline ({config.baseline}): {sides['baseline']['seconds'] / 60:6.1f} min")
-    print(f"  now ({config.now[:7]}):      {sides['now']['seconds'] / 60:6.1f} min   ({ratio:.2f}x the baseline's time)")
+    cpu_ratio = sides["now"]["cpu_seconds"] / sides["baseline"]["cpu_seconds"]
+    print(f"one master seed of every suite benchmark, --jobs {config.jobs} (CPU time: every process of the run, summed)")
+    for side, label in (("baseline", f"baseline ({config.baseline[:7]})"), ("now", f"now ({config.now[:7]})     ")):
+        print(f"  {label}: {sides[side]['seconds'] / 60:6.1f} min wall, {sides[side]['cpu_seconds'] / 60:6.1f} min CPU")
+    print(f"  now / baseline: {ratio:.2f}x the wall time, {cpu_ratio:.2f}x the CPU time")
     differ = []
     for run, arms in sides["baseline"]["results"].items():
         now = sides["now"]["results"].get(run, {})
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             shown = "same" if same else f"now {after}"
             print(f"  {run:22s} {arm:10s} held-out {before['heldout']:.3f}  env steps {before['env_steps']:>9,}  {shown}")
     print(f"  {'every result identical' if not differ else 'differ: ' + ', '.join(differ)}")
-    write_result(args.out, "loop_cost", asdict(config), {**sides, "ratio": ratio, "differ": differ})
+    write_result(args.out, "loop_cost", asdict(config), {**sides, "ratio": ratio, "cpu_ratio": cpu_ratio, "differ": differ})
     return 0
 
 
