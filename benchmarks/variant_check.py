@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +100,19 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as error:
         first = error.errors()[0]
         parser.error(f"--set {'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
-    label = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
+    label = ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
     out = args.out / benchmark.name
     tasks = []
     for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
         for name, config in (("plain", base), (label, variant)):
             tasks.append((str(out / name / f"seed-{seed}"), config.model_copy(update={"seed": seed}).model_dump_json()))
     started = time.perf_counter()
-    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=1) as pool:
-        for done in pool.imap_unordered(one_loop, tasks):
-            print(f"finished {done}")
+    # Not a multiprocessing.Pool: its workers are daemons, and a loop whose rollouts use the
+    # process backend (textq's) must start processes of its own.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=context, max_tasks_per_child=1) as pool:
+        for done in as_completed([pool.submit(one_loop, task) for task in tasks]):
+            print(f"finished {done.result()}")
     rows: list[dict[str, Any]] = []
     for seed in range(FIRST_SEED, FIRST_SEED + args.seeds):
         plain, changed = validation(out / "plain" / f"seed-{seed}"), validation(out / label / f"seed-{seed}")

@@ -150,10 +150,13 @@ def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path
     import variant_check
 
     out = tmp_path / "variants"
-    args = ["frozenlake", "--quick", "--set", "step_out=true", "--arms", "original,rigger", "--seeds", "2", "-o", str(out)]
+    # The variant's rollouts go through the process backend: a loop in a worker of its own starts processes (as textq's do).
+    changes = ["--set", "step_out=true", "--set", "backend=process", "--set", "rollout_batch=1"]
+    args = ["frozenlake", "--quick", *changes, "--arms", "original,rigger", "--seeds", "2", "-o", str(out)]
     assert variant_check.main(args) == 0
-    result = json.loads((out / "frozenlake" / "variant-step_out-true.json").read_text())
-    assert [r["seed"] for r in result["rows"]] == [100, 101] and result["variant"] == {"step_out": True}
+    result = json.loads((out / "frozenlake" / "variant-backend-process_rollout_batch-1_step_out-true.json").read_text())
+    assert [r["seed"] for r in result["rows"]] == [100, 101]
+    assert result["variant"] == {"step_out": True, "backend": "process", "rollout_batch": 1}
     assert all(set(r["plain"]["validation"]) == {"original", "rigger"} for r in result["rows"])
     assert not list(out.glob("**/heldout-*"))  # no held-out level was played by either run
     assert "rigger, variant - plain:" in capsys.readouterr().out
