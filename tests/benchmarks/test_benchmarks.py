@@ -167,3 +167,14 @@ def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path
             variant_check.main(["frozenlake", "--set", change, "-o", str(tmp_path / "refused")])
         assert refused.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "refused").exists()
+
+
+def test_the_minigrid_step_benchmark_checks_the_observations_and_times_both_ways(tmp_path, capsys):
+    sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks" / "perf"))
+    import minigrid_step
+
+    assert minigrid_step.main(["--steps", "300", "--repeats", "1", "--out", str(tmp_path / "m.json")]) == 0
+    figures = json.loads((tmp_path / "m.json").read_text())["figures"]
+    assert set(figures) == set(minigrid_step.ENVS)
+    assert all(f["us_per_step"]["stock"] > 0 and f["us_per_step"]["fast"] > 0 for f in figures.values())
+    assert "identical observations" in capsys.readouterr().out
