@@ -27,6 +27,11 @@ from envrigger.rollout import backend_for, rollout
 MASTERED_EPISODES = 20  # training episodes on a component before its success rate says it is mastered
 
 
+def mastered(wins: int, episodes: int, band: tuple[float, float]) -> bool:
+    """Won on more than the band's top share of at least :data:`MASTERED_EPISODES` training episodes (step-out and retiring read it)."""
+    return episodes >= MASTERED_EPISODES and wins > band[1] * episodes
+
+
 def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
     env = spec.build()
     try:
@@ -97,13 +102,10 @@ def rigger_round(
         proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round)
         rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
         log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
-    mastered = [
+    solved = [
         (h, spec, finding)
         for h, spec, finding in admitted_before
-        if config.step_out
-        and (wins_tries := (trained or {}).get(h)) is not None
-        and wins_tries[1] >= MASTERED_EPISODES
-        and wins_tries[0] > config.band[1] * wins_tries[1]
+        if config.step_out and (wins_tries := (trained or {}).get(h)) is not None and mastered(*wins_tries, config.band)
     ]
     if config.proposer in ("catalog", "both"):
         proposals += propose(
@@ -112,15 +114,15 @@ def rigger_round(
             rng,
             admitted=admitted_before,
             easing_first=diagnosis.success_rate < config.band[0],
-            mastered=mastered,
+            mastered=solved,
             target_all=config.target_all,
         )
     else:
-        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=mastered) if c.origin != "catalog"]
+        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=solved) if c.origin != "catalog"]
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
     usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
     # Next rungs of mastered components, then mutations of admitted ones (ACCEL), get up to half of the slots; catalog proposals the rest.
-    mutations = [c for c in usable if c.origin in ("step-out", "mutation")][: max(config.candidates_per_round // 2, 1 if mastered else 0)]
+    mutations = [c for c in usable if c.origin in ("step-out", "mutation")][: max(config.candidates_per_round // 2, 1 if solved else 0)]
     catalog = [c for c in usable if c.origin not in ("step-out", "mutation")][: config.candidates_per_round - len(mutations)]
     candidates = catalog + mutations
     seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
@@ -174,7 +176,7 @@ def rigger_round(
         "admitted": admitted,
         "admitted_labels": labels,
         "rejected_by": rejected,
-        "mastered": [h for h, _, _ in mastered],
+        "mastered": [h for h, _, _ in solved],
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,
         "transfer_steps": transfer_steps,

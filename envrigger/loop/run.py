@@ -91,13 +91,13 @@ def _writer(out: Path) -> Iterator[None]:
 
 def _retired(summaries: list[dict[str, Any]], config: LoopConfig) -> set[str]:
     """The components the rigger arm mastered in an earlier round: won on more than the band's top share of enough episodes."""
-    from envrigger.loop.round import MASTERED_EPISODES
+    from envrigger.loop.round import mastered
 
     out: set[str] = set()
     for summary in summaries:
         trained = summary.get("arms", {}).get("rigger", {}).get("train", {})
         for h, wins, picks in zip(trained.get("components", []), trained["wins"][1:], trained["picks"][1:], strict=False):
-            if picks >= MASTERED_EPISODES and wins > config.band[1] * picks:
+            if mastered(wins, picks, config.band):
                 out.add(h)
     return out
 
