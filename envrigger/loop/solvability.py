@@ -1,6 +1,7 @@
 """Solvability by search: a breadth-first search over a level's states with the env's own ``step``.
 
-Contains :func:`search_levels`, :func:`search_level` and :func:`searchable`. The search knows no family's
+Contains :func:`search_levels`, :func:`search_level`, :func:`searchable` and, for the no-shortcut
+gate, :func:`subgoals` and :func:`bypassed`. The search knows no family's
 mission: it tries every action from every state it reaches, on the base env's live state
 after the candidate's reset, and a level is solvable when some action sequence within the
 step limit ends with the env's own success (``terminated`` with a positive reward, as
@@ -10,11 +11,20 @@ every object's attributes, the agent, the clock and the random generator), which
 small fraction of a deep copy. It answers only for MiniGrid envs whose transforms leave
 the dynamics alone (state and observation transforms); rules change what a step does,
 and the search would judge a different game, so there it does not answer.
+
+Subgoals are what every solution of a level must pass through: a state predicate (the
+agent carries the yellow key; the door at (3, 2) stands open) that no winning action
+sequence within the step limit avoids. They are found by the same search with the states
+where the predicate holds cut off: if the goal is then out of reach, the predicate is a
+subgoal. A reshaped level keeps a subgoal when the predicate already holds at its start
+(a start along the level's own solution) or when the cut-off search cannot win it either;
+otherwise the reshaping is a shortcut around that part of the task.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from envharness.spec import HarnessSpec
@@ -69,7 +79,103 @@ def search_levels(spec: HarnessSpec, seeds: list[int], max_states: int = MAX_STA
         env.close()
 
 
-def _search(raw: Any, limit: int, max_states: int) -> bool | None:
+Subgoal = tuple[str, Any, Any]
+"""A state predicate: ``("carrying", type, color)`` or ``("door_open", x, y)``."""
+
+
+def _holds(raw: Any, goal: Subgoal) -> bool:
+    kind, a, b = goal
+    if kind == "carrying":
+        return raw.carrying is not None and (raw.carrying.type, raw.carrying.color) == (a, b)
+    cell = raw.grid.get(a, b)
+    return cell is not None and cell.type == "door" and bool(cell.is_open)
+
+
+def _predicates(raw: Any) -> list[Subgoal]:
+    """Every predicate a level's objects offer: carrying each pickable object, each door standing open."""
+    found: dict[Subgoal, None] = {}
+    for obj in _objects(raw):
+        if obj.type in ("key", "ball", "box"):
+            found[("carrying", obj.type, obj.color)] = None
+    for index, cell in enumerate(raw.grid.grid):
+        if cell is not None and cell.type == "door":
+            found[("door_open", index % raw.grid.width, index // raw.grid.width)] = None
+    return list(found)
+
+
+def _level(spec: HarnessSpec, seed: int) -> tuple[Any, Any, int]:
+    env = spec.build()
+    env.reset(seed=int(seed))
+    raw = env.unwrapped
+    raw.render_mode = None
+    return env, raw, env.adapter.time_limit() or int(raw.max_steps)
+
+
+def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list[Subgoal] | None:
+    """The predicates every solution of ``spec``'s level at ``seed`` passes through; None if the search cannot tell.
+
+    Example:
+        >>> subgoals(HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0"), seed=0)
+        [('carrying', 'key', 'yellow'), ('door_open', 3, 1)]
+        >>> subgoals(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0"), seed=0)
+        []
+    """
+    env, raw, limit = _level(spec, seed)
+    try:
+        start = _save(raw)
+        if _search(raw, limit, max_states) is not True:
+            return None  # unsolvable or undecided: no solution to read subgoals from
+        found: list[Subgoal] = []
+        for goal in _predicates(raw):
+            _restore(raw, start)
+            if _holds(raw, goal):
+                continue
+            avoided = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
+            if avoided is None:
+                return None
+            if avoided is False:
+                found.append(goal)
+            _restore(raw, start)
+        return found
+    finally:
+        env.close()
+
+
+def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int = MAX_STATES) -> list[Subgoal] | None:
+    """The ``goals`` that ``spec``'s level at ``seed`` can be won without (a shortcut); None if the search cannot tell.
+
+    A goal that already holds at the level's start is kept: the level starts past it, on
+    the way its solution goes.
+
+    Example:
+        >>> from envharness.transforms import RemoveWalls
+        >>> base = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+        >>> goals = subgoals(base, seed=0)
+        >>> bypassed(base, 0, goals)
+        []
+        >>> bypassed(base.extended(RemoveWalls(count=4)), 0, goals)
+        [('carrying', 'key', 'yellow'), ('door_open', 3, 1)]
+    """
+    env, raw, limit = _level(spec, seed)
+    try:
+        start = _save(raw)
+        out: list[Subgoal] = []
+        for goal in goals:
+            _restore(raw, start)
+            if _holds(raw, goal):
+                continue
+            won = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
+            if won is None:
+                return None
+            if won:
+                out.append(goal)
+        return out
+    finally:
+        env.close()
+
+
+def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None = None) -> bool | None:
+    """Breadth-first search from ``raw``'s current state; states where ``avoid`` holds are never entered."""
     actions = list(range(raw.action_space.n))
     start = _save(raw)
     seen = {_key(raw)}
@@ -89,6 +195,8 @@ def _search(raw: Any, limit: int, max_states: int) -> bool | None:
                 if float(reward) > 0:
                     return True
                 continue  # lava, a wrong door: that branch is lost
+            if avoid is not None and avoid(raw):
+                continue
             key = _key(raw)
             if key not in seen and not truncated:
                 seen.add(key)
@@ -141,4 +249,4 @@ def _key(raw: Any) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["MAX_STATES", "search_level", "search_levels", "searchable"]
+__all__ = ["MAX_STATES", "Subgoal", "bypassed", "search_level", "search_levels", "searchable", "subgoals"]

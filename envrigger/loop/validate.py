@@ -2,7 +2,7 @@
 
 Contains :class:`ValidationConfig` (every threshold and budget), :class:`GateResult`,
 :class:`Validation` and :class:`Validator`. Gates run in order and stop at the first
-failure: verifier integrity, solvability, learnability band, targeting, novelty. Fail
+failure: verifier integrity, solvability, no shortcut, learnability band, targeting, novelty. Fail
 closed: an exception, a blown time budget or an inconclusive statistic rejects.
 """
 
@@ -26,11 +26,11 @@ from envrigger.data import TrajectoryStore
 from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.loop.propose import Candidate
-from envrigger.loop.solvability import search_levels, searchable
+from envrigger.loop.solvability import Subgoal, bypassed, search_levels, searchable, subgoals
 from envrigger.policies import reference_policy
 from envrigger.rollout import backend_for, rollout
 
-GATES = ("verifier_integrity", "solvability", "learnability", "targeting", "novelty")
+GATES = ("verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty")
 STOCK_ADAPTERS = frozenset({"Adapter", *(cls.__name__ for cls in ADAPTERS)})
 
 
@@ -135,6 +135,7 @@ class Validator:
         self.config = config or ValidationConfig()
         self._behaviour: dict[tuple[str, tuple[int, ...]], tuple[float, float]] = {}
         self._base_reference: dict[tuple[int, ...], float] = {}
+        self._subgoals: dict[int, list[Subgoal] | None] = {}
         self.env_steps = 0  # every env step validation took (rollouts, reference play, replays): charged to the loop
 
     # -- helpers -------------------------------------------------------------------------
@@ -291,6 +292,58 @@ class Validator:
             else "nothing proves the levels winnable: no solver, search or agent won one (fail closed)",
         )
 
+    def no_shortcut(self, candidate: Candidate, seeds: list[int]) -> GateResult:
+        """Every subgoal of the original level stays on every solution of the reshaped one (or is already behind its start).
+
+        The subgoals of a level are what every solution of the *original* level passes
+        through (:func:`~envrigger.loop.solvability.subgoals`: the key picked up, the locked
+        door opened). A reshaped level that can be won without one of them, and does not
+        start past it, teaches a way around the task: the candidate is refused if any level
+        checked is such a shortcut. Where the family offers no search (no MiniGrid, or rules
+        that change the dynamics), the statistic says so and the gate passes: the other gates
+        and the credit from the original env decide.
+        """
+        if not (searchable(self.base) and searchable(candidate.spec)):
+            return GateResult(
+                gate="no_shortcut",
+                passed=True,
+                statistic={"method": "none", "levels": 0},
+                detail="no subgoal search for this env or these transforms: not checked",
+            )
+        with_goals = bypassed_levels = undecided = 0
+        examples: list[str] = []
+        for seed in seeds:
+            if seed not in self._subgoals:
+                self._subgoals[seed] = subgoals(self.base, seed)
+            goals = self._subgoals[seed]
+            if goals is None:
+                undecided += 1
+                continue
+            if not goals:
+                continue
+            with_goals += 1
+            skipped = bypassed(candidate.spec, seed, goals)
+            if skipped is None:
+                undecided += 1
+            elif skipped:
+                bypassed_levels += 1
+                examples.append(f"seed {seed}: " + ", ".join(" ".join(map(str, g)) for g in skipped))
+        return GateResult(
+            gate="no_shortcut",
+            passed=bypassed_levels == 0,
+            statistic={
+                "method": "search",
+                "levels": len(seeds),
+                "levels_with_subgoals": with_goals,
+                "shortcut_levels": bypassed_levels,
+                "undecided": undecided,
+                "examples": examples[:3],
+            },
+            detail="a reshaped level can be won without a subgoal of the original level: a shortcut around the task"
+            if bypassed_levels
+            else "every subgoal of the original levels stays on the reshaped levels' solutions",
+        )
+
     def learnability(self, candidate: Candidate, seeds: list[int], started: float) -> tuple[GateResult, TrajectoryStore]:
         """The agent's success rate, with a Wilson interval, lies inside the band (adding rollouts while inconclusive)."""
         config, z = self.config, _z(self.config.confidence)
@@ -385,9 +438,12 @@ class Validator:
                 if solvable is not None:
                     gates.append(solvable)
             if all(g.passed for g in gates):
+                self._check_time(started)
+                gates.append(self.no_shortcut(candidate, seeds[: self.config.reference_rollouts]))
+            if all(g.passed for g in gates):
                 learn, store = self.learnability(candidate, seeds, started)
                 if solvable is None:  # nothing else could tell: the agent's own verified successes decide, before learnability counts
-                    gates.append(self.solvable_by_agent(store, {"reference_success": reference_rate}))
+                    gates.insert(1, self.solvable_by_agent(store, {"reference_success": reference_rate}))
                 gates.append(learn)
                 first = store.episodes_table(["success", "length"]).slice(0, self.config.min_rollouts)
                 self._behaviour[(candidate.hash, tuple(seeds[: self.config.min_rollouts]))] = (

@@ -52,7 +52,7 @@ NEAR = {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}}
 def test_a_good_candidate_passes_every_gate_with_its_statistics(validator):
     result = validator.validate(candidate(NEAR), SEEDS)
     assert result.passed and result.error is None
-    assert [g.gate for g in result.gates] == ["verifier_integrity", "solvability", "learnability", "targeting", "novelty"]
+    assert [g.gate for g in result.gates] == ["verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty"]
     learn = gate(result, "learnability").statistic
     assert 0.2 <= learn["ci"][0] and learn["ci"][1] <= 0.8 and learn["rollouts"] >= 30
     assert gate(result, "verifier_integrity").statistic["replay_mismatches"] == 0
@@ -306,7 +306,7 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     components = library.components()
     assert components and summaries[-1]["library_size"] == len(components)
     first = components[0]
-    assert {g["gate"] for g in first.gates} == {"verifier_integrity", "solvability", "learnability", "targeting", "novelty"}
+    assert {g["gate"] for g in first.gates} == {"verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty"}
     # The diagnosis read the rigger learner's own last training episodes on the original env: no extra interaction.
     evidence = list(TrajectoryStore(tmp_path / "run" / "round-1" / "evidence").iter_episodes())
     assert summaries[0]["evidence"] == {"training_episodes": 30, "collected": 0} and len(evidence) == 30

@@ -74,6 +74,6 @@ def test_with_no_proof_the_agents_own_verified_success_decides_and_none_fails_cl
     gate = next(g for g in result.gates if g.gate == "solvability")
     assert not result.passed and not gate.passed and gate.statistic["method"] == "agent"
     assert gate.statistic["agent_successes"] == 0 and "fail closed" in gate.detail
-    assert [g.gate for g in result.gates][:3] == ["verifier_integrity", "solvability", "learnability"]
+    assert [g.gate for g in result.gates][:3] == ["verifier_integrity", "solvability", "no_shortcut"]
     won = rollout("MiniGrid-DoorKey-5x5-v0", "reference", seeds=[0, 1], backend="serial", out=tmp_path / "won")
     assert corridor_validator.solvable_by_agent(TrajectoryStore(won.path), {}).passed

@@ -1,0 +1,80 @@
+"""The no-shortcut gate: a reshaped level must not be winnable around a subgoal every solution of the original level passes.
+
+DoorKey's subgoals are the key and the locked door. Removing interior walls on a 6x6 level
+usually opens the wall that holds the door, so the goal is reached without either: that
+reshaping (`RemoveWalls(count=2)`, admitted on 9 of 10 seeds before this gate) is refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from envharness import HarnessSpec
+from envrigger.loop.propose import Candidate
+from envrigger.loop.solvability import bypassed, subgoals
+from envrigger.loop.validate import ValidationConfig, Validator
+from envrigger.policies import RandomPolicy
+
+DOORKEY = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+SEEDS = list(range(3_000_000, 3_000_008))
+
+
+def candidate(base: HarnessSpec, *transforms: dict, finding: str = "timeout") -> Candidate:
+    return Candidate(
+        spec=base.extended(*transforms), added=list(transforms), finding=finding, finding_stats={}, rationale="test", origin="catalog"
+    )
+
+
+@pytest.fixture()
+def validator(tmp_path):
+    env = DOORKEY.build()
+    return Validator(RandomPolicy(env.action_space, seed=0), DOORKEY, tmp_path / "v", ValidationConfig(backend="serial"))
+
+
+def test_every_doorkey_solution_passes_the_key_and_the_locked_door():
+    for seed in SEEDS[:4]:
+        goals = subgoals(DOORKEY, seed)
+        assert goals is not None and [g[0] for g in goals] == ["carrying", "door_open"]
+        assert goals[0][1:] == ("key", "yellow")
+
+
+def test_a_level_with_no_object_on_the_way_has_no_subgoals():
+    assert subgoals(HarnessSpec(env_id="MiniGrid-Empty-Random-6x6-v0"), 0) == []
+
+
+def test_removing_the_wall_that_holds_the_locked_door_is_refused_as_a_shortcut(validator):
+    opened = candidate(DOORKEY, {"name": "RemoveWalls", "params": {"count": 2}})
+    gate = validator.no_shortcut(opened, SEEDS)
+    assert not gate.passed and gate.statistic["shortcut_levels"] >= 1 and "shortcut" in gate.detail
+    result = validator.validate(opened, SEEDS * 10)
+    assert not result.passed
+    assert [g.gate for g in result.gates] == ["verifier_integrity", "solvability", "no_shortcut"]
+
+
+def test_a_reshaping_that_leaves_the_task_whole_passes(validator):
+    lava = candidate(DOORKEY, {"name": "AddLava", "params": {"count": 1}})
+    gate = validator.no_shortcut(lava, SEEDS)
+    assert gate.passed and gate.statistic["levels_with_subgoals"] == len(SEEDS) and gate.statistic["shortcut_levels"] == 0
+
+
+def test_a_start_past_a_subgoal_keeps_it_and_a_start_beside_it_does_not():
+    goals = subgoals(DOORKEY, SEEDS[0])
+    assert goals is not None
+    env = DOORKEY.build()
+    env.reset(seed=SEEDS[0])
+    raw = env.unwrapped
+    key = next(c for c in raw.grid.grid if c is not None and c.type == "key")
+    # As if the agent had picked the key up: the key's subgoal already holds, the door's still has to be opened.
+    raw.grid.set(*key.cur_pos, None)
+    raw.carrying = key
+    from envrigger.loop import solvability
+
+    assert solvability._holds(raw, goals[0]) and not solvability._holds(raw, goals[1])
+    env.close()
+    assert bypassed(DOORKEY, SEEDS[0], goals) == []
+
+
+def test_where_no_search_answers_the_gate_says_so_and_lets_the_other_gates_decide(validator):
+    slip = candidate(DOORKEY, {"name": "ActionSlip", "params": {"p": 0.1}})
+    gate = validator.no_shortcut(slip, SEEDS)
+    assert gate.passed and gate.statistic["method"] == "none" and "not checked" in gate.detail
