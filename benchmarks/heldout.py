@@ -446,6 +446,12 @@ def main(argv: list[str] | None = None) -> int:
         help="master seeds trained at once, each in its own process (default: 2, or 1 on one core); results do not depend on it",
     )
     parser.add_argument(
+        "--arms",
+        default=None,
+        help="comma-separated arms for benchmarks started by this call (default: each benchmark's own, all seven); "
+        "a benchmark already started keeps its arms",
+    )
+    parser.add_argument(
         "--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT"
     )
     args = parser.parse_args(argv)
@@ -458,7 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if not args.report:
-        run_benchmarks(load_suite(args.suite, only=args.only), out, seeds, args.quick, args.jobs)
+        benchmarks = load_suite(args.suite, only=args.only)
+        if args.arms:
+            arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+            unknown = sorted(set(arms) - set(ARMS))
+            if unknown:
+                parser.error(f"--arms: no arm named {', '.join(unknown)}; give some of {','.join(ARMS)}")
+            benchmarks = [b.model_copy(update={"arms": arms}) for b in benchmarks]
+        run_benchmarks(benchmarks, out, seeds, args.quick, args.jobs)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
     for benchmark in load_suite(args.suite):

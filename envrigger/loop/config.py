@@ -3,8 +3,8 @@
 Every range is far from the others, so training, collection, validation, selection and
 held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
 (validation levels) ``1_500_000 + i``, collection ``2_000_000``, candidate validation
-``3_000_000``, training ``4_000_000`` (a million per round) and the transfer gate
-``5_000_000_000``.
+``3_000_000``, training ``4_000_000`` (a million per round), the transfer gate
+``5_000_000_000`` and the credit chunks' scoring ``7_000_000_000``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from envrigger.loop.validate import ValidationConfig
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
 ARMS = ("original", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
+CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 
 
@@ -89,6 +90,18 @@ class LoopConfig(BaseModel):
         description="findings the catalog does not name get candidates too: an ending whose condition is a level "
         "parameter's region (`pole_mass <= 0.11`) gets that region's reshapings, and a finding no transform targets "
         "gets the easing ones (a start nearer the goal or along the walkthrough, a nearer goal, fewer walls)",
+    )
+    credit_chunks: int = Field(
+        2,
+        ge=0,
+        le=20,
+        description="credit from the original env: the rigger arm trains each round in N paired chunks; in each, a copy "
+        "trained on the original env alone is compared with the curriculum on fresh original-env levels, the worse copy is "
+        "thrown away, and each component's (and replay's) share of later training follows its credit; 0 turns it off",
+    )
+    credit_episodes: int = Field(50, ge=10, le=10_000, description="original-env levels each credit chunk scores both copies on")
+    credit_retire: float = Field(
+        0.2, gt=0.0, le=1.0, description="a component (or replay) whose summed credit falls to minus this is retired for the run"
     )
     transfer_episodes: int = Field(40, ge=10, le=10_000, description="original-env levels the transfer gate scores both copies on")
     proposer: Literal["catalog", "llm", "both"] = Field(

@@ -22,6 +22,7 @@ import numpy as np
 from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import random_specs
 from envrigger.loop.config import LoopConfig
+from envrigger.loop.credit import REPLAY, Credit, credited_training
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
 from envrigger.loop.levels import LevelSplit
@@ -148,6 +149,9 @@ def _run_loop(
         arms.append(Arm(name, learner, replay))
     probe.close()
     summaries = list(done)
+    # The credit is part of the round's committed record, so a resumed run continues from the last finished round's.
+    credit = Credit(config.credit_retire, done[-1].get("credit_state") if done else None)
+    credited = "rigger" in config.arms and config.credit_chunks > 0 and config.learner != "none"
     for number in range(len(done) + 1, config.rounds + 1):
         started = time.perf_counter()
         workdir = out / f"round-{number}"
@@ -166,6 +170,8 @@ def _run_loop(
                 # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
                 present = library.components()
                 current = [c for c in present if (c.round is None or c.round < number) and c.hash not in retired]
+                if arm.name == "rigger" and credited:  # a component the original env's validation levels blamed trains no more
+                    current = [c for c in current if c.hash not in credit.retired]
                 components = [c.spec for c in current]
                 if arm.name == "plr-random":  # as many components as the rigger arm trains on, drawn at random: no diagnosis
                     drawn = np.random.default_rng([config.seed, number, 5])
@@ -195,7 +201,21 @@ def _run_loop(
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
             clock = time.perf_counter()
             with stage(f"training {arm.name}", config.budget_steps) as advance:
-                trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
+                if arm.name == "rigger" and credited:
+                    pieces = [c.hash for c in current]
+                    trained, record = credited_training(
+                        workdir / "credit", arm, specs, pieces, sampler, config, number, reserved, credit, evidence, advance
+                    )
+                    spent["credit"] = record.pop("steps")
+                    used.setdefault("rigger:credit", set()).update(record.pop("levels"))
+                    record["retired_now"] = [p for p in record["retired"] if p in pieces or p == REPLAY]
+                    trained["credit"] = record
+                    log(
+                        f"round {number}: credit chunks kept "
+                        + ", ".join(f"{c['kept']} ({c['curriculum']:.2f} vs {c['original']:.2f} alone)" for c in record["chunks"])
+                    )
+                else:
+                    trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
             seconds = {"train": time.perf_counter() - clock}
             used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
             # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
@@ -217,7 +237,7 @@ def _run_loop(
                 used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
                 seconds.update(rigged.pop("seconds"))
                 summary.update(rigged)
-            spent["total"] = spent["train"] + spent["collect"] + spent["validate"] + spent.get("transfer", 0)
+            spent["total"] = spent["train"] + spent["collect"] + spent["validate"] + spent.get("transfer", 0) + spent.get("credit", 0)
             clock = time.perf_counter()
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
             seconds["select"] = time.perf_counter() - clock
@@ -237,6 +257,8 @@ def _run_loop(
         for arm in arms:
             if arm.replay is not None:
                 _save_json(out / f"{arm.name}-replay.json", arm.replay.state())
+        if credited:
+            summary["credit_state"] = credit.state()
         _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
         library.complete_round(number, summary)  # the commit point of the round
         summaries.append(summary)
@@ -270,7 +292,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {
             k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries)
-            for k in ("train", "collect", "validate", "transfer", "total")
+            for k in ("train", "collect", "validate", "transfer", "credit", "total")
         }
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
         arms[name] = {

@@ -74,6 +74,7 @@ class Curriculum(Fixed):
         self.wins, self.tries = np.zeros(n), np.zeros(n)
         self.last = np.zeros(n)
         self.clock = 0
+        self.weights = np.ones(n)  # each env's multiplier (the credit from the original env); 0 never picks it
 
     def scores(self) -> np.ndarray:
         p = (self.wins + 1) / (self.tries + 2)
@@ -85,7 +86,9 @@ class Curriculum(Fixed):
         self.clock += 1
         score = self.scores()
         stale = self.clock - self.last
-        weights = (1 - self.staleness) * score / score.sum() + self.staleness * stale / max(stale.sum(), 1e-12)
+        weights = ((1 - self.staleness) * score / score.sum() + self.staleness * stale / max(stale.sum(), 1e-12)) * self.weights
+        if weights.sum() <= 0:
+            return 0
         choice = int(self.rng.choice(self.n, p=weights / weights.sum()))
         self.last[choice] = self.clock
         return choice

@@ -172,6 +172,11 @@ class PPOLearner:
             )
 
     @property
+    def step_unit(self) -> int:
+        """Steps of one PPO rollout: training takes whole rollouts, so any budget is rounded up to a multiple of this."""
+        return int(self.params["n_envs"]) * int(self.params["n_steps"])
+
+    @property
     def policy_id(self) -> str:
         return f"ppo[{self.model.num_timesteps} steps]"
 

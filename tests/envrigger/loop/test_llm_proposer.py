@@ -106,7 +106,14 @@ def test_the_loop_validates_llm_proposals_through_the_gates(tmp_path):
     library = Library(tmp_path / "run" / "library.db")
     for component in library.components():
         assert component.origin == "llm" and "proposed by scripted" in component.rationale
-        assert {g["gate"] for g in component.gates} >= {"verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty"}
+        assert {g["gate"] for g in component.gates} >= {
+            "verifier_integrity",
+            "solvability",
+            "no_shortcut",
+            "learnability",
+            "targeting",
+            "novelty",
+        }
     assert len(library.components()) + sum(v for k, v in first["rejected_by"].items() if not k.startswith("llm_")) == 1
 
 

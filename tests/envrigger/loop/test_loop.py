@@ -319,7 +319,8 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     rigger = spent["rigger"]["interaction"]
     assert rigger["collect"] == 0
     assert rigger["validate"] > validate_steps  # the rollouts, plus the reference solver's play and replays
-    assert rigger["total"] == rigger["train"] + rigger["collect"] + rigger["validate"]
+    assert rigger["credit"] > 0  # the credit chunks: the copies thrown away and their scoring
+    assert rigger["total"] == rigger["train"] + rigger["collect"] + rigger["validate"] + rigger["credit"]
     # The last round's proposals would train nowhere: it neither diagnoses nor validates.
     assert "admitted" not in summaries[-1] and summaries[-1]["arms"]["rigger"]["interaction"]["validate"] == 0
     assert summaries[-1]["arms"]["rigger"]["train"]["picks"][1] > 0  # round 2 trains on round 1's admission
@@ -338,7 +339,7 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
         "disjoint": False,
         "heldout": 1,
         "validation": 1,
-        "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:validate": 1, "rigger:train": 1},
+        "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:credit": 1, "rigger:validate": 1, "rigger:train": 1},
     }
     assert all(r["heldout"]["seen_in_training"] == 1.0 for r in final["arms"].values())
 

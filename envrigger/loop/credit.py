@@ -1,0 +1,194 @@
+"""Credit from the original env: each piece of the rigger arm's curriculum keeps its share only while it helps there.
+
+Contains :class:`Credit` (every piece's credit, its share of training and whether it is
+retired) and :func:`credited_training` (one round of the rigger arm's training, in chunks,
+each a paired comparison on the original env).
+
+Admission says a reshaping is learnable, solvable, targeted and new; it does not say that
+training on it helps on the original env. So the rigger arm's round is trained in
+``credit_chunks`` chunks, and each chunk is a paired comparison: from the same weights
+and on the same fresh training seeds, one copy trains on the curriculum (the original env,
+PLR replay of its levels and the admitted components, each weighted by its share) and one
+on the original env alone; both then play the same fresh original-env levels (never a
+held-out or selection level). The copy that solves fewer of them is thrown away (a tie
+keeps the curriculum: no harm was measured), so a chunk that hurt is undone at once. The
+difference is credited to the curriculum's pieces by their share of the chunk's episodes;
+a piece's share of later training grows with its credit and a piece whose credit falls
+to ``-credit_retire`` is retired: it trains no more in this run (it stays in the library).
+The thrown-away copy's steps and the scoring episodes are the arm's ``credit`` interaction.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from envharness.spec import HarnessSpec
+from envrigger.loop.config import CREDIT_SEED, TRAIN_SEED, LoopConfig
+from envrigger.loop.evaluate import evaluate
+from envrigger.loop.learners import load_learner
+from envrigger.loop.levels import first_free
+from envrigger.loop.mixture import Evidence
+from envrigger.loop.samplers import Fixed
+from envrigger.loop.train import Arm, train_arm
+
+REPLAY = "replay"  # the piece that is PLR's replay of original levels
+TEMPERATURE = 0.05  # a piece's weight is exp(credit / TEMPERATURE), within [1/4, 4]
+
+
+class Credit:
+    """Each curriculum piece's credit (summed paired differences on the original env) and its weight in training.
+
+    Example:
+        >>> credit = Credit(retire_at=0.1)
+        >>> credit.add({"a": 0.5, "b": 0.5}, -0.12)     # the curriculum lost 12 points; a and b shared the blame
+        >>> credit.weight("a"), credit.retired
+        (0.3011942119122021, [])
+        >>> credit.add({"a": 1.0}, -0.06)
+        >>> credit.weight("a"), credit.retired
+        (0.0, ['a'])
+    """
+
+    def __init__(self, retire_at: float, state: dict[str, Any] | None = None) -> None:
+        self.retire_at = retire_at
+        self.scores: dict[str, float] = dict((state or {}).get("scores", {}))
+        self.retired: list[str] = list((state or {}).get("retired", []))
+
+    def weight(self, piece: str) -> float:
+        """How much more (or less) often than by learnability alone ``piece`` is trained on; 0 once retired."""
+        if piece in self.retired:
+            return 0.0
+        return float(min(4.0, max(0.25, math.exp(self.scores.get(piece, 0.0) / TEMPERATURE))))
+
+    def add(self, shares: dict[str, float], difference: float) -> None:
+        """Credit ``difference`` (curriculum minus original-only success) to the pieces by their ``shares`` of it."""
+        total = sum(shares.values())
+        if total <= 0:
+            return
+        for piece, share in shares.items():
+            self.scores[piece] = self.scores.get(piece, 0.0) + difference * share / total
+            if self.scores[piece] <= -self.retire_at and piece not in self.retired:
+                self.retired.append(piece)
+
+    def state(self) -> dict[str, Any]:
+        return {"scores": dict(self.scores), "retired": list(self.retired)}
+
+
+def _chunks(total: int, parts: int) -> list[int]:
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def credited_training(
+    workdir: Path,
+    arm: Arm,
+    specs: list[HarnessSpec],
+    pieces: list[str],
+    sampler: Any,
+    config: LoopConfig,
+    number: int,
+    reserved: set[str],
+    credit: Credit,
+    evidence: Evidence | None = None,
+    advance: Callable[[int], None] = lambda n: None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train the rigger arm for the round's budget in paired chunks; returns what :func:`train_arm` does, and the credit record.
+
+    ``pieces`` names ``specs[1:]`` (component hashes). The returned training record sums
+    the kept chunks (``steps`` is the round's budget, as every arm's); its ``levels`` are
+    every training level either copy played. The credit record has each chunk's two
+    success rates, which copy was kept, the credit and retirements after the round, the
+    ``steps`` the thrown-away copies and the scoring took, and the scoring ``levels``.
+    """
+    base = config.spec
+    replay_p = getattr(sampler, "replay_p", None)
+    probe = base.build()
+    chunks: list[dict[str, Any]] = []
+    kept_records: list[dict[str, Any]] = []
+    levels: set[str] = set()
+    scored_levels: set[str] = set()
+    extra = 0
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    try:
+        unit = int(getattr(arm.learner, "step_unit", 1))  # PPO trains in whole rollouts: chunks of whole rollouts add up to one call's
+        for j, units in enumerate(_chunks(-(-config.budget_steps // unit), config.credit_chunks)):
+            steps = units * unit
+            if steps == 0:
+                continue
+            weights = [1.0, *(credit.weight(p) for p in pieces)]
+            chooser = getattr(sampler, "chooser", None) or sampler
+            if hasattr(chooser, "weights"):
+                chooser.weights = np.array(weights)
+            if replay_p is not None:
+                sampler.replay_p = replay_p * min(1.0, credit.weight(REPLAY))
+            start = TRAIN_SEED + 1_000_000 * number + 100_000 * j
+            fork = workdir / f"fork-{j}"
+            arm.learner.save(fork)
+            sampler_before, evidence_before = copy.deepcopy(sampler), copy.deepcopy(evidence)
+            with_trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, start=start, steps=steps, advance=advance)
+            alone = Arm(arm.name, load_learner(config.learner, fork, probe))
+            alone_evidence = evidence_before
+            alone_trained = train_arm(alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start, steps=steps)
+            levels |= with_trained["levels"] | alone_trained["levels"]
+            first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
+            seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
+            scored = {
+                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config)
+                for name, learner in (("curriculum", arm.learner), ("original", alone.learner))
+            }
+            difference = scored["curriculum"]["success"] - scored["original"]["success"]
+            episodes = max(with_trained["episodes"], 1)
+            shares = {p: with_trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
+            if replay_p is not None and credit.weight(REPLAY) > 0:
+                shares[REPLAY] = with_trained["replays"] / episodes
+            shares = {p: s for p, s in shares.items() if s > 0}
+            credit.add(shares, difference)
+            keep = difference >= 0
+            extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
+            if keep:
+                extra += alone_trained["steps"]
+                kept_records.append(with_trained)
+            else:
+                extra += with_trained["steps"]
+                arm.learner = alone.learner
+                sampler.__dict__.update(sampler_before.__dict__)
+                if evidence is not None and alone_evidence is not None:
+                    evidence.__dict__.update(alone_evidence.__dict__)
+                alone_trained["picks"] = alone_trained["picks"] + [0] * (len(specs) - 1)
+                alone_trained["wins"] = alone_trained["wins"] + [0] * (len(specs) - 1)
+                kept_records.append(alone_trained)
+            chunks.append(
+                {
+                    "steps": steps,
+                    "curriculum": scored["curriculum"]["success"],
+                    "original": scored["original"]["success"],
+                    "kept": "curriculum" if keep else "original",
+                    "shares": shares,
+                }
+            )
+            shutil.rmtree(workdir / f"score-{j}-curriculum", ignore_errors=True)
+            shutil.rmtree(workdir / f"score-{j}-original", ignore_errors=True)
+    finally:
+        probe.close()
+        if replay_p is not None:
+            sampler.replay_p = replay_p
+    trained = {
+        "steps": sum(r["steps"] for r in kept_records),
+        "episodes": sum(r["episodes"] for r in kept_records),
+        "picks": np.sum([r["picks"] for r in kept_records], axis=0).astype(int).tolist(),
+        "wins": np.sum([r["wins"] for r in kept_records], axis=0).astype(int).tolist(),
+        "levels": levels,
+        "skipped_reserved": sum(r["skipped_reserved"] for r in kept_records),
+        "refused": sum(r["refused"] for r in kept_records),
+        "env_errors": sum(r["env_errors"] for r in kept_records),
+        "env_error_examples": sorted({m for r in kept_records for m in r["env_error_examples"]})[:3],
+        "replays": sum(r["replays"] for r in kept_records),
+    }
+    record = {"chunks": chunks, **credit.state(), "steps": extra, "levels": scored_levels}
+    return trained, record

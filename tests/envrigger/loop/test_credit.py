@@ -1,0 +1,85 @@
+"""Credit from the original env: a component that makes the learner worse on the original env loses its share and is retired.
+
+The planted component relabels FrozenLake's actions (left <-> right, up <-> down): a tabular
+learner that trains on it learns the wrong action for the same square, which the paired
+chunks measure on fresh original-env levels. The engine's promise is that such a
+component cannot keep training the rigger arm.
+"""
+
+from __future__ import annotations
+
+import json
+
+from envharness import HarnessSpec
+from envrigger.loop import LoopConfig
+from envrigger.loop.credit import Credit, _chunks
+from envrigger.loop.library import Library
+from envrigger.loop.run import run_loop
+
+LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": False})
+HARMFUL = LAKE.extended({"name": "RemapActions", "params": {"mapping": {"0": 2, "2": 0, "1": 3, "3": 1}}})
+CONFIG = dict(
+    spec=LAKE,
+    learner="qlearning",
+    arms=["original", "rigger"],
+    rounds=2,
+    budget_steps=6000,
+    collect_episodes=20,
+    eval_episodes=20,
+    val_episodes=20,
+    candidates_per_round=1,
+    backend="serial",
+    min_rollouts=10,
+    max_rollouts=20,
+    allow_seen_levels=True,
+    credit_chunks=3,
+    credit_episodes=10,
+    credit_retire=0.05,
+)
+
+
+def plant(path, spec):
+    path.mkdir(parents=True)
+    library = Library(path / "library.db")
+    library.admit(spec, finding="repeated_action", rationale="planted", gates=[], seeds=[], agent_id="test")
+    library.close()
+    return library
+
+
+def test_a_component_that_hurts_on_the_original_env_is_retired_and_its_harm_undone(tmp_path):
+    plant(tmp_path / "run", HARMFUL)
+    result = run_loop(tmp_path / "run", LoopConfig(**CONFIG))
+    first = result["rounds"][0]["arms"]["rigger"]
+    credit = first["train"]["credit"]
+    harmful = HARMFUL.hash()
+    assert credit["scores"][harmful] < 0 and harmful in credit["retired"]
+    lost = [c for c in credit["chunks"] if c["kept"] == "original"]
+    assert lost and all(c["curriculum"] < c["original"] for c in lost)  # the worse copy was thrown away
+    # Retired for the rest of the run: round 2 does not train on it.
+    second = result["rounds"][1]["arms"]["rigger"]["train"]
+    assert harmful not in second.get("components", []) and len(second["picks"]) == len(second["components"]) + 1
+    # Every arm trained the same steps; the thrown-away copies and the scoring are the rigger arm's own interaction.
+    original, rigger = result["final"]["arms"]["original"]["interaction"], result["final"]["arms"]["rigger"]["interaction"]
+    assert abs(rigger["train"] - original["train"]) < 100 and rigger["credit"] > 0  # whole episodes per chunk
+    assert rigger["total"] == rigger["train"] + rigger["collect"] + rigger["validate"] + rigger["credit"]
+
+
+def test_credit_survives_a_resume(tmp_path):
+    plant(tmp_path / "run", HARMFUL)
+    run_loop(tmp_path / "run", LoopConfig(**{**CONFIG, "rounds": 1}))
+    saved = json.loads((tmp_path / "run" / "loop.json").read_text())
+    saved["rounds"] = 2
+    (tmp_path / "run" / "loop.json").write_text(json.dumps(saved))
+    resumed = run_loop(tmp_path / "run")
+    assert HARMFUL.hash() in resumed["rounds"][0]["credit_state"]["retired"]
+    assert HARMFUL.hash() not in resumed["rounds"][1]["arms"]["rigger"]["train"]["components"]
+
+
+def test_chunks_split_a_budget_exactly_and_weights_stay_bounded():
+    assert _chunks(25, 2) == [13, 12] and sum(_chunks(50_000, 3)) == 50_000
+    credit = Credit(retire_at=0.5)
+    credit.add({"good": 1.0}, 0.4)
+    credit.add({"bad": 1.0}, -0.3)
+    assert credit.weight("good") == 4.0 and credit.weight("bad") == 0.25 and credit.weight("new") == 1.0
+    credit.add({"none": 0.0}, -1.0)  # a piece with no share of the chunk takes none of its blame
+    assert "none" not in credit.scores
