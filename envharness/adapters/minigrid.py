@@ -56,7 +56,7 @@ class MiniGridAdapter(Adapter):
         >>> env = gym.make("MiniGrid-Empty-5x5-v0")
         >>> adapter = MiniGridAdapter(env)
         >>> sorted(adapter.capabilities)
-        ['agent', 'goal', 'lava', 'walls']
+        ['agent', 'goal', 'lava', 'walkthrough', 'walls']
         >>> _ = env.reset(seed=0); adapter.begin_episode()
         >>> adapter.level_features()["goal_distance"]
         4.0
@@ -68,7 +68,7 @@ class MiniGridAdapter(Adapter):
     state_names = {"position[0]": "agent_x", "position[1]": "agent_y", "position[2]": "agent_dir"}
 
     family = "minigrid"
-    capabilities = frozenset({"agent", "walls", "lava", "goal"})  # the most any level offers; each instance narrows it
+    capabilities = frozenset({"agent", "walls", "lava", "goal", "walkthrough"})  # the most any level offers; each instance narrows it
     state_attrs = ("grid", "agent_pos", "agent_dir", "carrying", "step_count", "mission")
     verifier_kwargs = ("max_steps",)
 
@@ -92,7 +92,7 @@ class MiniGridAdapter(Adapter):
                 if self._asked > self._max_steps:
                     raise _looser("max_steps", self._asked, self._max_steps, _env_name(env))
         has_goal = bool(self._cells_of("goal", probe))
-        self.capabilities = frozenset({"agent", "walls", "lava"} | ({"goal"} if has_goal else set()))
+        self.capabilities = frozenset({"agent", "walls", "lava", "walkthrough"} | ({"goal"} if has_goal else set()))
         from envharness.adapters.minigrid_view import speed_up
 
         speed_up(self.raw)  # the identical observation, four times faster (most of a step's time)
@@ -169,6 +169,33 @@ class MiniGridAdapter(Adapter):
         limit = super().enforced_limit()
         own = int(self.raw.max_steps) or self._max_steps  # BabyAI sets max_steps only at reset
         return own if limit is None else min(limit, own)
+
+    def play_walkthrough(self, share: float) -> int:
+        """Play the first ``share`` of this level's own shortest solution, rounded down and never its last action; returns how many.
+
+        The solution is found by a breadth-first search with the env's own step
+        (:mod:`~envharness.adapters.minigrid_search`), so it passes every subgoal the level
+        has (the key, the locked door): a start along it skips none of the task, it only
+        begins later in it. A level the search cannot win (or decide) is refused.
+        """
+        from envharness.adapters.minigrid_search import solve
+
+        raw = self.raw
+        rendering, raw.render_mode = raw.render_mode, None
+        try:
+            found, path = solve(raw, self.time_limit() or int(raw.max_steps))
+            if found is not True:
+                raise TransformError(
+                    "WalkthroughStart: no solution of this MiniGrid level was found within its step limit"
+                    + (" (the search gave up)" if found is None else "")
+                    + "; the level is skipped"
+                )
+            count = min(int(share * len(path)), len(path) - 1)
+            for action in path[:count]:
+                raw.step(action)
+            return count
+        finally:
+            raw.render_mode = rendering
 
     def restart_clock(self) -> None:
         super().restart_clock()

@@ -277,9 +277,12 @@ class InitialStateNoise(StateTransform):
 
 @register_transform
 class WalkthroughStart(StateTransform):
-    """Start each episode part-way along the game's own walkthrough (text games): a reverse curriculum.
+    """Start each episode part-way along the level's own solution: a reverse curriculum (Backplay, reverse curriculum generation).
 
-    At reset it plays a share of the reference solver's winning commands, drawn uniformly
+    Text games play their walkthrough; MiniGrid levels play a shortest solution found by a
+    search with the env's own step, so every subgoal the level has (the key, the locked
+    door) stays on the agent's way or lies behind its start. At reset it plays a share of
+    the winning commands, drawn uniformly
     in ``[min_share, max_share]`` per episode and rounded down, and always leaves at least
     the last command to the agent, so the game is never won for it. The commands played
     are setup: the agent's clock starts after them, the game's own ``won``/``lost`` still
@@ -292,6 +295,11 @@ class WalkthroughStart(StateTransform):
         >>> _, info = env.reset(seed=0)
         >>> info["level"]["quest_length"], info["level"]["commands_to_win"]
         (5.0, 3.0)
+        >>> door = envharness.wrap("MiniGrid-DoorKey-6x6-v0", WalkthroughStart(min_share=0.6, max_share=0.6))
+        >>> original = envharness.wrap("MiniGrid-DoorKey-6x6-v0")
+        >>> goal = lambda env: env.reset(seed=0)[1]["level"]["goal_distance"]
+        >>> goal(original), goal(door)
+        (8.0, 5.0)
     """
 
     capability: ClassVar[str] = "walkthrough"

@@ -23,14 +23,12 @@ otherwise the reshaping is a shortcut around that part of the task.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from envharness.adapters.minigrid_search import MAX_STATES, objects, restore_state, save_state, solve
 from envharness.spec import HarnessSpec
 from envharness.transforms import transform_from_spec
-
-MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
 
 
 def searchable(spec: HarnessSpec) -> bool:
@@ -94,7 +92,7 @@ def _holds(raw: Any, goal: Subgoal) -> bool:
 def _predicates(raw: Any) -> list[Subgoal]:
     """Every predicate a level's objects offer: carrying each pickable object, each door standing open."""
     found: dict[Subgoal, None] = {}
-    for obj in _objects(raw):
+    for obj in objects(raw):
         if obj.type in ("key", "ball", "box"):
             found[("carrying", obj.type, obj.color)] = None
     for index, cell in enumerate(raw.grid.grid):
@@ -122,12 +120,12 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
     """
     env, raw, limit = _level(spec, seed)
     try:
-        start = _save(raw)
+        start = save_state(raw)
         if _search(raw, limit, max_states) is not True:
             return None  # unsolvable or undecided: no solution to read subgoals from
         found: list[Subgoal] = []
         for goal in _predicates(raw):
-            _restore(raw, start)
+            restore_state(raw, start)
             if _holds(raw, goal):
                 continue
             avoided = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
@@ -135,7 +133,7 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
                 return None
             if avoided is False:
                 found.append(goal)
-            _restore(raw, start)
+            restore_state(raw, start)
         return found
     finally:
         env.close()
@@ -158,10 +156,10 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
     """
     env, raw, limit = _level(spec, seed)
     try:
-        start = _save(raw)
+        start = save_state(raw)
         out: list[Subgoal] = []
         for goal in goals:
-            _restore(raw, start)
+            restore_state(raw, start)
             if _holds(raw, goal):
                 continue
             won = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
@@ -175,78 +173,8 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
 
 
 def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None = None) -> bool | None:
-    """Breadth-first search from ``raw``'s current state; states where ``avoid`` holds are never entered."""
-    actions = list(range(raw.action_space.n))
-    start = _save(raw)
-    seen = {_key(raw)}
-    queue = deque([(start, 0)])
-    expanded = 0
-    while queue:
-        state, depth = queue.popleft()
-        if depth >= limit:
-            continue
-        expanded += 1
-        if expanded > max_states:
-            return None
-        for action in actions:
-            _restore(raw, state)
-            _, reward, terminated, truncated, _ = raw.step(action)
-            if terminated:
-                if float(reward) > 0:
-                    return True
-                continue  # lava, a wrong door: that branch is lost
-            if avoid is not None and avoid(raw):
-                continue
-            key = _key(raw)
-            if key not in seen and not truncated:
-                seen.add(key)
-                queue.append((_save(raw), depth + 1))
-    return False
-
-
-def _objects(raw: Any) -> list[Any]:
-    found = {id(c): c for c in raw.grid.grid if c is not None}
-    if raw.carrying is not None:
-        found[id(raw.carrying)] = raw.carrying
-    for cell in list(found.values()):
-        inside = getattr(cell, "contains", None)
-        if inside is not None:
-            found[id(inside)] = inside
-    return list(found.values())
-
-
-def _save(raw: Any) -> tuple[Any, ...]:
-    objects = _objects(raw)
-    return (
-        list(raw.grid.grid),
-        [(obj, vars(obj).copy()) for obj in objects],
-        vars(raw).copy(),
-        raw.np_random.bit_generator.state,
-    )
-
-
-def _restore(raw: Any, state: tuple[Any, ...]) -> None:
-    cells, objects, attrs, rng = state
-    for name in [n for n in vars(raw) if n not in attrs]:
-        delattr(raw, name)
-    vars(raw).update(attrs)
-    raw.grid.grid[:] = cells
-    for obj, saved in objects:
-        vars(obj).clear()
-        vars(obj).update(saved)
-    raw.np_random.bit_generator.state = rng
-
-
-def _key(raw: Any) -> tuple[Any, ...]:
-    """What tells two states apart: the agent, what it carries, where every object is and how each door stands."""
-    doors = tuple((getattr(c, "is_open", None), getattr(c, "is_locked", None)) for c in raw.grid.grid if c is not None and c.type == "door")
-    return (
-        tuple(int(v) for v in raw.agent_pos),
-        int(raw.agent_dir),
-        id(raw.carrying),
-        tuple(id(c) for c in raw.grid.grid),
-        doors,
-    )
+    """Whether a win is reachable from ``raw``'s current state (states where ``avoid`` holds are never entered)."""
+    return solve(raw, limit, max_states, avoid)[0]
 
 
 __all__ = ["MAX_STATES", "Subgoal", "bypassed", "search_level", "search_levels", "searchable", "subgoals"]

@@ -378,7 +378,7 @@ def test_training_collection_and_validation_never_play_a_held_out_or_validation_
     assert split.disjoint and len(split.heldout_levels) > 100
     assert not set(split.validation_levels) & set(split.heldout_levels)
     used = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
-    assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate"}
+    assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate", "rigger:credit"}
     reserved = set(split.heldout_levels) | set(split.validation_levels)
     for use, levels in used.items():
         assert levels and not set(levels) & reserved, use
@@ -429,7 +429,7 @@ def test_with_the_transfer_gate_every_admission_helped_a_copy_and_its_steps_are_
     spent = first["arms"]["rigger"]["interaction"]
     assert (
         spent["transfer"] >= 2 * 3000 * reached
-        and spent["total"] == spent["train"] + spent["collect"] + spent["validate"] + spent["transfer"]
+        and spent["total"] == spent["train"] + spent["collect"] + spent["validate"] + spent["transfer"] + spent["credit"]
     )
     assert result["final"]["arms"]["rigger"]["interaction"]["transfer"] == spent["transfer"]  # the last round validates nothing
     assert result["final"]["arms"]["original"]["interaction"]["transfer"] == 0  # only the rigger arm pays for the gate

@@ -57,6 +57,21 @@ def test_a_reshaping_that_leaves_the_task_whole_passes(validator):
     assert gate.passed and gate.statistic["levels_with_subgoals"] == len(SEEDS) and gate.statistic["shortcut_levels"] == 0
 
 
+def test_a_start_along_the_levels_own_solution_keeps_every_subgoal_and_passes(validator):
+    along = candidate(DOORKEY, {"name": "WalkthroughStart", "params": {"min_share": 0.5, "max_share": 0.9}})
+    gate = validator.no_shortcut(along, SEEDS)
+    assert gate.passed and gate.statistic["levels_with_subgoals"] == len(SEEDS) and gate.statistic["shortcut_levels"] == 0
+    env = along.spec.build()
+    base = DOORKEY.build()
+    for seed in SEEDS[:4]:
+        _, info = env.reset(seed=seed)
+        _, original = base.reset(seed=seed)
+        assert info["level_id"] != original["level_id"]  # a start along the solution is another level, never the original's
+        assert 0 < info["level"]["goal_distance"] < 100 and env.unwrapped.step_count == 0  # the agent's clock starts here
+    env.close()
+    base.close()
+
+
 def test_a_start_past_a_subgoal_keeps_it_and_a_start_beside_it_does_not():
     goals = subgoals(DOORKEY, SEEDS[0])
     assert goals is not None

@@ -1,0 +1,125 @@
+"""A breadth-first search over a MiniGrid level's states with the env's own ``step``.
+
+Contains :func:`solve` (the shortest winning action sequence from the env's current
+state, or a proof there is none within the step limit), and :func:`save_state` /
+:func:`restore_state` / :func:`state_key`, which it is built from. The search knows no
+family's mission: it tries every action from every state it reaches, and a state is won
+when the env's own step ends it with a positive reward (MiniGrid rewards a mission done:
+the goal tile, the ball picked up behind the locked door, the right door faced). States
+are saved and restored in place (the grid's cells, every object's attributes, the agent,
+the clock and the random generator), a small fraction of a deep copy's cost.
+
+Used by the walkthrough start (:class:`~envharness.transforms.WalkthroughStart` on
+MiniGrid levels: start part-way along this level's own solution) and by envrigger's
+solvability and no-shortcut gates.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
+
+
+def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[Any], bool] | None = None) -> tuple[bool | None, list[int]]:
+    """Search from ``raw``'s current state: ``(True, actions)`` of a shortest win, ``(False, [])``, or ``(None, [])`` undecided.
+
+    States where ``avoid`` holds are never entered. ``raw`` is left as it was found.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> raw = gym.make("MiniGrid-Empty-5x5-v0").unwrapped
+        >>> _ = raw.reset(seed=0)
+        >>> solve(raw, limit=100)
+        (True, [2, 2, 1, 2, 2])
+        >>> tuple(raw.agent_pos), raw.step_count
+        ((1, 1), 0)
+    """
+    actions = list(range(raw.action_space.n))
+    start = save_state(raw)
+    seen = {state_key(raw)}
+    # Each queued state keeps its parent's index and the action that led to it, to read the path back.
+    parents: list[tuple[int, int]] = [(-1, -1)]
+    queue = deque([(start, 0, 0)])
+    expanded = 0
+    try:
+        while queue:
+            state, depth, node = queue.popleft()
+            if depth >= limit:
+                continue
+            expanded += 1
+            if expanded > max_states:
+                return None, []
+            for action in actions:
+                restore_state(raw, state)
+                _, reward, terminated, truncated, _ = raw.step(action)
+                if terminated:
+                    if float(reward) > 0:
+                        path = [action]
+                        while node > 0:
+                            node, taken = parents[node]
+                            path.append(taken)
+                        return True, path[::-1]
+                    continue  # lava, a wrong door: that branch is lost
+                if avoid is not None and avoid(raw):
+                    continue
+                key = state_key(raw)
+                if key not in seen and not truncated:
+                    seen.add(key)
+                    parents.append((node, action))
+                    queue.append((save_state(raw), depth + 1, len(parents) - 1))
+        return False, []
+    finally:
+        restore_state(raw, start)
+
+
+def objects(raw: Any) -> list[Any]:
+    """Every world object of the level: on the grid, carried, or inside a box."""
+    found = {id(c): c for c in raw.grid.grid if c is not None}
+    if raw.carrying is not None:
+        found[id(raw.carrying)] = raw.carrying
+    for cell in list(found.values()):
+        inside = getattr(cell, "contains", None)
+        if inside is not None:
+            found[id(inside)] = inside
+    return list(found.values())
+
+
+def save_state(raw: Any) -> tuple[Any, ...]:
+    """Everything a step can change: the grid's cells, each object's attributes, the env's attributes, its generator."""
+    return (
+        list(raw.grid.grid),
+        [(obj, vars(obj).copy()) for obj in objects(raw)],
+        vars(raw).copy(),
+        raw.np_random.bit_generator.state,
+    )
+
+
+def restore_state(raw: Any, state: tuple[Any, ...]) -> None:
+    """Put back what :func:`save_state` saved, in place."""
+    cells, saved_objects, attrs, rng = state
+    for name in [n for n in vars(raw) if n not in attrs]:
+        delattr(raw, name)
+    vars(raw).update(attrs)
+    raw.grid.grid[:] = cells
+    for obj, saved in saved_objects:
+        vars(obj).clear()
+        vars(obj).update(saved)
+    raw.np_random.bit_generator.state = rng
+
+
+def state_key(raw: Any) -> tuple[Any, ...]:
+    """What tells two states apart: the agent, what it carries, where every object is and how each door stands."""
+    doors = tuple((getattr(c, "is_open", None), getattr(c, "is_locked", None)) for c in raw.grid.grid if c is not None and c.type == "door")
+    return (
+        tuple(int(v) for v in raw.agent_pos),
+        int(raw.agent_dir),
+        id(raw.carrying),
+        tuple(id(c) for c in raw.grid.grid),
+        doors,
+    )
+
+
+__all__ = ["MAX_STATES", "objects", "restore_state", "save_state", "solve", "state_key"]
