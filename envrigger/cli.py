@@ -563,6 +563,18 @@ def run_command(
         help="Transfer gate (off at 0): admit a candidate only if a copy of the learner fine-tuned N steps on it and the "
         "original env beats a copy fine-tuned N steps on the original env alone, on fresh original-env levels.",
     ),
+    credit_chunks: int = typer.Option(
+        2,
+        "--credit-chunks",
+        min=0,
+        max=20,
+        help="Credit from the original env: the rigger arm trains each round in N paired chunks, its curriculum against a "
+        "copy on the original env alone, on the same fresh levels; the worse copy is thrown away and each component's (and "
+        "replay's) share follows its credit, retired below --credit-retire. 0 turns it off.",
+    ),
+    credit_retire: float = typer.Option(
+        0.2, "--credit-retire", min=0.01, max=1.0, help="Retire a component (or replay) once its summed credit falls to minus this."
+    ),
     step_out: bool = typer.Option(
         False,
         "--step-out",
@@ -669,6 +681,8 @@ def run_command(
                 val_episodes=val_episodes,
                 candidates_per_round=candidates,
                 transfer_steps=transfer_steps,
+                credit_chunks=credit_chunks,
+                credit_retire=credit_retire,
                 step_out=step_out,
                 retire_mastered=retire_mastered,
                 target_all=target_all,
