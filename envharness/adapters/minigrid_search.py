@@ -38,11 +38,15 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         ((1, 1), 0)
     """
     actions = list(range(raw.action_space.n))
+    # The search never looks at an observation: while it runs, the env's step makes none (most of a step's cost).
+    own_view = vars(raw).get("gen_obs")
+    vars(raw)["gen_obs"] = _no_observation
     start = save_state(raw)
-    seen = {state_key(raw)}
+    dynamic = [o for o in objects(raw) if o.type not in STATIC]  # walls, floor, goal and lava never change: not saved per state
+    seen = {_key(raw, dynamic)}
     # Each queued state keeps its parent's index and the action that led to it, to read the path back.
     parents: list[tuple[int, int]] = [(-1, -1)]
-    queue = deque([(start, 0, 0)])
+    queue = deque([(_save(raw, dynamic), 0, 0)])
     expanded = 0
     try:
         while queue:
@@ -53,7 +57,7 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
             if expanded > max_states:
                 return None, []
             for action in actions:
-                restore_state(raw, state)
+                _restore(raw, state)
                 _, reward, terminated, truncated, _ = raw.step(action)
                 if terminated:
                     if float(reward) > 0:
@@ -65,14 +69,53 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
                     continue  # lava, a wrong door: that branch is lost
                 if avoid is not None and avoid(raw):
                     continue
-                key = state_key(raw)
+                key = _key(raw, dynamic)
                 if key not in seen and not truncated:
                     seen.add(key)
                     parents.append((node, action))
-                    queue.append((save_state(raw), depth + 1, len(parents) - 1))
+                    queue.append((_save(raw, dynamic), depth + 1, len(parents) - 1))
         return False, []
     finally:
         restore_state(raw, start)
+        if own_view is None:
+            del vars(raw)["gen_obs"]
+        else:
+            vars(raw)["gen_obs"] = own_view
+
+
+def _no_observation() -> None:
+    return None
+
+
+STATIC = frozenset({"wall", "floor", "goal", "lava"})  # object kinds no MiniGrid step changes
+
+
+def _save(raw: Any, dynamic: list[Any]) -> tuple[Any, ...]:
+    return (list(raw.grid.grid), [(obj, vars(obj).copy()) for obj in dynamic], vars(raw).copy(), raw.np_random.bit_generator.state)
+
+
+def _restore(raw: Any, state: tuple[Any, ...]) -> None:
+    cells, saved_objects, attrs, rng = state
+    if len(vars(raw)) != len(attrs):
+        for name in [n for n in vars(raw) if n not in attrs]:
+            delattr(raw, name)
+    vars(raw).update(attrs)
+    raw.grid.grid[:] = cells
+    for obj, saved in saved_objects:
+        vars(obj).update(saved)
+    raw.np_random.bit_generator.state = rng
+
+
+def _key(raw: Any, dynamic: list[Any]) -> tuple[Any, ...]:
+    """The agent, what it carries, and where each changeable object is, whether it is still on the grid, and how it stands."""
+    grid = raw.grid.grid
+    width = raw.grid.width
+    where = []
+    for obj in dynamic:
+        pos = obj.cur_pos
+        on_grid = pos is not None and int(pos[0]) >= 0 and grid[int(pos[1]) * width + int(pos[0])] is obj
+        where.append((int(pos[0]), int(pos[1]), getattr(obj, "is_open", None), getattr(obj, "is_locked", None)) if on_grid else None)
+    return (int(raw.agent_pos[0]), int(raw.agent_pos[1]), int(raw.agent_dir), id(raw.carrying), tuple(where))
 
 
 def objects(raw: Any) -> list[Any]:
