@@ -459,18 +459,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--jobs: got {args.jobs}; give 1 or more processes")
     if args.suite is not None and not sorted(args.suite.glob("*.json")):
         parser.error(f"--suite: {args.suite} holds no benchmark JSON files; give a folder like benchmarks/suite")
+    benchmarks = load_suite(args.suite, only=args.only)
+    if args.arms is not None:
+        arms = [a.strip() for a in args.arms.split(",") if a.strip()]
+        try:
+            LoopConfig.model_validate({"spec": benchmarks[0].spec, "arms": arms})
+        except ValueError as error:
+            parser.error(str(error).splitlines()[2].strip().split(" [type=")[0])
+        benchmarks = [b.model_copy(update={"arms": arms}) for b in benchmarks]
     out = args.out or Path("results") / ("heldout-quick" if args.quick else "heldout")
     seeds = args.seeds or (2 if args.quick else 5)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if not args.report:
-        benchmarks = load_suite(args.suite, only=args.only)
-        if args.arms:
-            arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-            unknown = sorted(set(arms) - set(ARMS))
-            if unknown:
-                parser.error(f"--arms: no arm named {', '.join(unknown)}; give some of {','.join(ARMS)}")
-            benchmarks = [b.model_copy(update={"arms": arms}) for b in benchmarks]
         run_benchmarks(benchmarks, out, seeds, args.quick, args.jobs)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []

@@ -43,6 +43,10 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
     vars(raw)["gen_obs"] = _no_observation
     start = save_state(raw)
     dynamic = [o for o in objects(raw) if o.type not in STATIC]  # walls, floor, goal and lava never change: not saved per state
+    width = raw.grid.width
+    for index, cell in enumerate(raw.grid.grid):  # objects placed with grid.set have no position of their own (MultiRoom's doors)
+        if cell is not None and cell.type not in STATIC and cell.cur_pos is None:
+            cell.cur_pos = (index % width, index // width)  # put back with the rest at the end
     seen = {_key(raw, dynamic)}
     # Each queued state keeps its parent's index and the action that led to it, to read the path back.
     parents: list[tuple[int, int]] = [(-1, -1)]

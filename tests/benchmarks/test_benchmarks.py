@@ -111,6 +111,28 @@ def test_jobs_below_one_is_refused_before_anything_is_written(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("arms", "message"),
+    [("original,nope", "--arms: got 'original,nope'; give distinct arms from"), ("original,plr-random", "add rigger to --arms")],
+)
+def test_bad_arms_are_refused_in_one_line_before_anything_is_written(tmp_path, capsys, arms, message):
+    with pytest.raises(SystemExit) as refused:
+        heldout.main(["--arms", arms, "-o", str(tmp_path / "out")])
+    assert refused.value.code == 2 and message in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
+def test_every_hard_tier_candidate_is_valid_winnable_and_has_unseen_levels_to_hold_out():
+    from envrigger.loop.solvability import search_levels
+
+    hard = heldout.load_suite(Path(heldout.__file__).parent / "hard")
+    assert len(hard) >= 3 and len({b.domain for b in hard}) == len(hard)
+    for benchmark in hard:
+        config = benchmark.config()
+        split = LevelSplit.make(benchmark.spec, config, probe=100)
+        assert split.disjoint and len(split.heldout_levels) >= 0.8 * config.eval_episodes, benchmark.name
+        assert search_levels(benchmark.spec, [8_000_000, 8_000_001]).count(True) >= 1, benchmark.name
+
+
 def test_a_suite_folder_without_benchmarks_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as refused:
         heldout.main(["--suite", str(tmp_path), "-o", str(tmp_path / "out")])

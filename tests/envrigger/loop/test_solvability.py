@@ -77,3 +77,27 @@ def test_with_no_proof_the_agents_own_verified_success_decides_and_none_fails_cl
     assert [g.gate for g in result.gates][:3] == ["verifier_integrity", "solvability", "no_shortcut"]
     won = rollout("MiniGrid-DoorKey-5x5-v0", "reference", seeds=[0, 1], backend="serial", out=tmp_path / "won")
     assert corridor_validator.solvable_by_agent(TrajectoryStore(won.path), {}).passed
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    ["MiniGrid-DoorKey-8x8-v0", "MiniGrid-MultiRoom-N4-S5-v0", "MiniGrid-ObstructedMaze-1Dl-v0", "MiniGrid-Unlock-v0", CORRIDOR.env_id],
+)
+def test_the_searchs_solution_wins_when_played_on_a_fresh_env_and_the_search_leaves_the_level_as_it_was(env_id):
+    from envharness.adapters.minigrid_search import solve
+
+    spec = HarnessSpec(env_id=env_id)
+    env, fresh = spec.build(), spec.build()
+    for seed in (0, 1):
+        env.reset(seed=seed)
+        raw = env.unwrapped
+        before = (raw.grid.encode().tobytes(), tuple(raw.agent_pos), raw.agent_dir, raw.step_count, raw.carrying)
+        found, path = solve(raw, env.adapter.time_limit())
+        assert (raw.grid.encode().tobytes(), tuple(raw.agent_pos), raw.agent_dir, raw.step_count, raw.carrying) == before
+        assert found is True and 0 < len(path) <= env.adapter.time_limit()
+        fresh.reset(seed=seed)
+        for action in path:
+            *_, terminated, truncated, info = fresh.step(action)
+        assert info["verdict"].success, (env_id, seed)
+    env.close()
+    fresh.close()
