@@ -79,6 +79,7 @@ class Benchmark(BaseModel):
     candidates_per_round: int = 4
     transfer_steps: int = 0
     transfer_episodes: int = 40
+    step_out: bool = False
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:

@@ -74,7 +74,7 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
             out.append(cls(add_holes=0, remove_holes=2))
         elif cls.__name__ == "WalkthroughStart":
             # Starts spread along the quest (a reverse curriculum), nearest the end first.
-            out.extend(cls(min_share=lo, max_share=hi) for lo, hi in ((0.5, 0.9), (0.0, 0.9), (0.25, 0.75), (0.0, 0.5)))
+            out.extend(cls(min_share=lo, max_share=hi) for lo, hi in ((0.75, 0.95), (0.5, 0.9), (0.0, 0.9), (0.25, 0.75)))
         elif cls.__name__ == "PhysicsParams" and stats.get("feature") in cls.model_fields and "threshold" in stats:
             # A physics region where the agent fails: levels at its edge and further in, the other constants as the env draws them.
             name, cut = str(stats["feature"]), float(stats["threshold"])
