@@ -176,7 +176,9 @@ class MiniGridAdapter(Adapter):
         The solution is found by a breadth-first search with the env's own step
         (:mod:`~envharness.adapters.minigrid_search`), so it passes every subgoal the level
         has (the key, the locked door): a start along it skips none of the task, it only
-        begins later in it. A level the search cannot win (or decide) is refused.
+        begins later in it. A level the search cannot win (or decide) is refused. The
+        search's env steps are counted by :func:`~envharness.adapters.minigrid_search.steps_taken`;
+        the actions played here are the level's setup, like :class:`~envharness.transforms.ReplayPrefix`'s.
         """
         from envharness.adapters.minigrid_search import solve
 

@@ -1,7 +1,9 @@
 """A breadth-first search over a MiniGrid level's states with the env's own ``step``.
 
 Contains :func:`solve` (the shortest winning action sequence from the env's current
-state, or a proof there is none within the step limit), and :func:`save_state` /
+state, or a proof there is none within the step limit), :func:`steps_taken` (every env
+step the searches of this process took: the interaction a search costs, which the loop
+charges to the arm that used it), and :func:`save_state` /
 :func:`restore_state` / :func:`state_key`, which it is built from. The search knows no
 family's mission: it tries every action from every state it reaches, and a state is won
 when the env's own step ends it with a positive reward (MiniGrid rewards a mission done:
@@ -21,6 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
+_taken = [0]  # env steps every search of this process took
+
+
+def steps_taken() -> int:
+    """Env steps taken by every search in this process so far (read it before and after to charge a search's cost)."""
+    return _taken[0]
 
 
 def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[Any], bool] | None = None) -> tuple[bool | None, list[int]]:
@@ -36,6 +44,8 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         (True, [2, 2, 1, 2, 2])
         >>> tuple(raw.agent_pos), raw.step_count
         ((1, 1), 0)
+        >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # what the search cost, in env steps
+        164
     """
     actions = list(range(raw.action_space.n))
     # The search never looks at an observation: while it runs, the env's step makes none (most of a step's cost).
@@ -62,6 +72,7 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
                 return None, []
             for action in actions:
                 _restore(raw, state)
+                _taken[0] += 1
                 _, reward, terminated, truncated, _ = raw.step(action)
                 if terminated:
                     if float(reward) > 0:
@@ -169,4 +180,4 @@ def state_key(raw: Any) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["MAX_STATES", "objects", "restore_state", "save_state", "solve", "state_key"]
+__all__ = ["MAX_STATES", "objects", "restore_state", "save_state", "solve", "state_key", "steps_taken"]

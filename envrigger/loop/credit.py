@@ -152,10 +152,10 @@ def credited_training(
             keep = difference >= 0
             extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
             if keep:
-                extra += alone_trained["steps"]
+                extra += alone_trained["steps"] + alone_trained["search_steps"]
                 kept_records.append(with_trained)
             else:
-                extra += with_trained["steps"]
+                extra += with_trained["steps"] + with_trained["search_steps"]
                 arm.learner = alone.learner
                 sampler.__dict__.update(sampler_before.__dict__)
                 if evidence is not None and alone_evidence is not None:
@@ -189,6 +189,7 @@ def credited_training(
         "env_errors": sum(r["env_errors"] for r in kept_records),
         "env_error_examples": sorted({m for r in kept_records for m in r["env_error_examples"]})[:3],
         "replays": sum(r["replays"] for r in kept_records),
+        "search_steps": sum(r["search_steps"] for r in kept_records),
     }
     record = {"chunks": chunks, **credit.state(), "steps": extra, "levels": scored_levels}
     return trained, record

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.adapters.base import is_reserved
+from envharness.adapters.minigrid_search import steps_taken
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envharness.verifier import Verdict
@@ -100,6 +101,7 @@ class MixtureEnv(gym.Env):
         first = self._env(0)
         self.observation_space, self.action_space = first.observation_space, first.action_space
         self.steps = self.episodes = self.refused = 0
+        self.search_steps = 0  # env steps the resets' searches took (a start along a MiniGrid level's solution)
         self.errors: list[str] = []  # the env raised: each such episode ended as a failure, its level dropped
         self.current: tuple[int, int] | None = None
         self._last_obs: Any = None
@@ -114,6 +116,7 @@ class MixtureEnv(gym.Env):
         for _ in range(1000):
             index, level_seed = self.sampler.draw(self.seeds.next)
             env = self._env(index)  # a spec that cannot be built at all is no level's crash: that error propagates
+            searched = steps_taken()
             try:
                 obs, info = env.reset(seed=int(level_seed))
             except TransformError:
@@ -122,6 +125,8 @@ class MixtureEnv(gym.Env):
             except Exception as error:  # the env itself crashed on this level: never train on it, draw another
                 self._crashed(index, level_seed, error)
                 continue
+            finally:
+                self.search_steps += steps_taken() - searched
             if index != 0:
                 # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.
                 level = "" if info.get("level_id") is None else str(info["level_id"])

@@ -223,6 +223,8 @@ def _run_loop(
             if arm.name == "rigger":  # which library component each of its picks after the first is (what retiring reads)
                 trained["components"] = [c.hash for c in current]
             spent["train"] = trained["steps"]
+            if trained.get("search_steps"):  # a start along a level's own solution: the search's env steps are this arm's interaction
+                spent["search"] = trained["search_steps"]
             if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
                 per_component = {
                     c.hash: (int(w), int(n)) for c, w, n in zip(current, trained["wins"][1:], trained["picks"][1:], strict=True)
@@ -237,7 +239,14 @@ def _run_loop(
                 used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
                 seconds.update(rigged.pop("seconds"))
                 summary.update(rigged)
-            spent["total"] = spent["train"] + spent["collect"] + spent["validate"] + spent.get("transfer", 0) + spent.get("credit", 0)
+            spent["total"] = (
+                spent["train"]
+                + spent["collect"]
+                + spent["validate"]
+                + spent.get("transfer", 0)
+                + spent.get("credit", 0)
+                + spent.get("search", 0)
+            )
             clock = time.perf_counter()
             scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
             seconds["select"] = time.perf_counter() - clock
@@ -292,7 +301,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
         spent = {
             k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries)
-            for k in ("train", "collect", "validate", "transfer", "credit", "total")
+            for k in ("train", "collect", "validate", "transfer", "credit", "search", "total")
         }
         spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
         arms[name] = {

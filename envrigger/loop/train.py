@@ -77,4 +77,5 @@ def train_arm(
         "env_errors": sum(len(e.errors) for e in envs),  # episodes the env crashed in: failed, and their levels dropped
         "env_error_examples": sorted({m for e in envs for m in e.errors})[:3],
         "replays": sampler.replays - replays_before,
+        "search_steps": sum(e.search_steps for e in envs),  # env steps the resets' searches took: interaction, not training
     }

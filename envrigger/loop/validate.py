@@ -19,6 +19,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.adapters import ADAPTERS
+from envharness.adapters.minigrid_search import steps_taken
 from envharness.harness import Harness
 from envharness.spec import HarnessSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
@@ -173,6 +174,10 @@ class Validator:
                 float(np.mean(table.column("length").to_numpy())),
             )
         return self._behaviour[key]
+
+    def _searched(self, since: int) -> None:
+        """Charge the env steps this process's searches took since ``since`` (gates, and resets along a level's solution)."""
+        self.env_steps += steps_taken() - since
 
     def _check_time(self, started: float) -> None:
         if time.perf_counter() - started > self.config.timeout_s:
@@ -426,6 +431,7 @@ class Validator:
     def validate(self, candidate: Candidate, seeds: list[int], admitted: Sequence[tuple[str, HarnessSpec]] = ()) -> Validation:
         """Run the gates in order on ``seeds`` (disjoint from the diagnosis seeds); stop at the first failure."""
         started = time.perf_counter()
+        searched = steps_taken()
         gates: list[GateResult] = []
         error = None
         try:
@@ -460,6 +466,7 @@ class Validator:
             error = str(reason)
         except Exception as exc:  # fail closed: anything unexpected rejects the candidate
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        self._searched(searched)
         passed = error is None and len(gates) == len(GATES) and all(g.passed for g in gates)
         rollouts = sum(g.statistic.get("rollouts", 0) for g in gates) + self.config.reference_rollouts
         return Validation(

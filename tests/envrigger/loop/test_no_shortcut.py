@@ -7,6 +7,7 @@ reshaping (`RemoveWalls(count=2)`, admitted on 9 of 10 seeds before this gate) i
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from envharness import HarnessSpec
@@ -93,3 +94,18 @@ def test_where_no_search_answers_the_gate_says_so_and_lets_the_other_gates_decid
     slip = candidate(DOORKEY, {"name": "ActionSlip", "params": {"p": 0.1}})
     gate = validator.no_shortcut(slip, SEEDS)
     assert gate.passed and gate.statistic["method"] == "none" and "not checked" in gate.detail
+
+
+def test_the_search_behind_a_start_along_the_solution_is_charged_as_interaction():
+    from envrigger.loop.levels import Seeds
+    from envrigger.loop.mixture import MixtureEnv
+    from envrigger.loop.samplers import Uniform
+
+    along = DOORKEY.extended({"name": "WalkthroughStart", "params": {"min_share": 0.75, "max_share": 0.95}})
+    env = MixtureEnv([DOORKEY, along], Uniform(2, np.random.default_rng(0)), Seeds(DOORKEY, start=4_000_000))
+    reshaped = 0
+    for _ in range(6):
+        _, info = env.reset()
+        reshaped += info["mixture"]["index"] == 1
+    assert reshaped and env.search_steps > 100 * reshaped  # a breadth-first search costs far more than the prefix it finds
+    env.close()
