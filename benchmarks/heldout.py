@@ -346,8 +346,33 @@ def ablation(entries: list[dict[str, Any]]) -> list[str]:
         f"Aims (on the intervals): rigger − plr above zero on {len(above_plr)} of {len(entries)} "
         f"({', '.join(above_plr) or 'none'}; the aim is 2 of 5); rigger − original at least +9 points with the interval above zero "
         f"on {len(above_original)} ({', '.join(above_original) or 'none'}; the aim is 3 of 5).",
+        "",
+        *no_harm_and_help(entries),
     ]
     return lines
+
+
+def no_harm_and_help(entries: list[dict[str, Any]]) -> list[str]:
+    """Issue 42's aims on the intervals: never measurably worse than the original env, and +20 points where help is possible."""
+    no_harm, harm, plus_plr, plus_original = [], [], [], []
+    for entry in entries:
+        diff, name = entry["result"]["difference"], entry["benchmark"]["name"]
+        if "original" in diff:
+            d = diff["original"]
+            (no_harm if d["mean"] >= -0.01 and d["ci"][0] >= -0.03 else harm).append(
+                f"{name} {100 * d['mean']:+.1f} [{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}]"
+            )
+            if d["mean"] >= 0.20 and d["ci"][0] > 0:
+                plus_original.append(name)
+        if "plr" in diff and diff["plr"]["mean"] >= 0.20 and diff["plr"]["ci"][0] > 0:
+            plus_plr.append(name)
+    return [
+        f"Do no harm (rigger − original ≥ −1 point on the mean, interval's low end ≥ −3): met on {len(no_harm)} of "
+        f"{len(no_harm) + len(harm)} ({'; '.join(no_harm) or 'none'}); missed on {'; '.join(harm) or 'none'}.",
+        f"Help (rigger − plr and rigger − original ≥ +20 points with the interval above zero; the hard tier's aim is 2 of 3): "
+        f"over plr on {len(plus_plr)} ({', '.join(plus_plr) or 'none'}), over original on {len(plus_original)} "
+        f"({', '.join(plus_original) or 'none'}).",
+    ]
 
 
 def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
