@@ -30,7 +30,7 @@ class AdapterView:
         >>> import envharness
         >>> view = envharness.wrap("MiniGrid-Empty-5x5-v0").adapter
         >>> view.family, sorted(view.capabilities)
-        ('minigrid', ['agent', 'goal', 'lava', 'walls'])
+        ('minigrid', ['agent', 'goal', 'lava', 'walkthrough', 'walls'])
         >>> hasattr(view, "raw") or hasattr(view, "set_state") or hasattr(view, "judge")
         False
     """

@@ -173,7 +173,9 @@ def propose(
     ``admitted`` holds (hash, spec, targeted finding) of library components. Candidates
     already admitted (same hash) or incompatible with the env are dropped. With
     ``easing_first`` (the agent succeeds too rarely for a harder env to be learnable),
-    catalog candidates from :data:`EASING` transforms come first, in their own order.
+    catalog candidates from :data:`EASING` transforms come first, a start along the level's
+    own solution (``WalkthroughStart``, which keeps every subgoal of the task) before the
+    others (which the no-shortcut gate often refuses), each group in its own order.
     ``mastered`` (the same triples) are components the learner now solves almost always:
     each gets its :func:`step_out` (origin ``step-out``), a reverse curriculum that
     follows the learner outward. With ``target_all``, findings the catalog does not name
@@ -225,7 +227,8 @@ def propose(
                 )
             )
     if easing_first:
-        out.sort(key=lambda c: not any(t.name in EASING for t in c.added))  # stable: each group keeps its order
+        # Stable: each group keeps its order.
+        out.sort(key=lambda c: (not any(t.name in EASING for t in c.added), not any(t.name == "WalkthroughStart" for t in c.added)))
     for parent_hash, parent, parent_finding in mastered:
         extra = parent.transforms[len(base.transforms) :]
         stepped = [step_out(t) for t in extra]
