@@ -18,12 +18,15 @@ solvability and no-shortcut gates.
 
 from __future__ import annotations
 
-from collections import deque
+import hashlib
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
 MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
+SOLVED_KEPT = 4096  # answers kept per process: the same level searched again (another candidate, a gate, a paired copy) costs nothing
 _taken = [0]  # env steps every search of this process took
+_solved: OrderedDict[str, tuple[bool | None, list[int]]] = OrderedDict()
 
 
 def steps_taken() -> int:
@@ -34,7 +37,10 @@ def steps_taken() -> int:
 def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[Any], bool] | None = None) -> tuple[bool | None, list[int]]:
     """Search from ``raw``'s current state: ``(True, actions)`` of a shortest win, ``(False, [])``, or ``(None, [])`` undecided.
 
-    States where ``avoid`` holds are never entered. ``raw`` is left as it was found.
+    States where ``avoid`` holds are never entered. ``raw`` is left as it was found. An
+    answer without ``avoid`` is kept, by everything the search depends on (the grid with
+    what boxes hold, the agent, what it carries, the clock, the limits and the random
+    generator's state), so the same level searched again takes no env step.
 
     Example:
         >>> import gymnasium as gym
@@ -44,9 +50,38 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         (True, [2, 2, 1, 2, 2])
         >>> tuple(raw.agent_pos), raw.step_count
         ((1, 1), 0)
-        >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # what the search cost, in env steps
+        >>> _solved.clear(); before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the search's cost, in env steps
         164
+        >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the same level again: the kept answer
+        0
     """
+    key = _level_key(raw, limit, max_states) if avoid is None else None
+    if key is not None and key in _solved:
+        _solved.move_to_end(key)
+        found, path = _solved[key]
+        return found, list(path)
+    found, path = _search(raw, limit, max_states, avoid)
+    if key is not None:
+        _solved[key] = (found, list(path))
+        if len(_solved) > SOLVED_KEPT:
+            _solved.popitem(last=False)
+    return found, path
+
+
+def _level_key(raw: Any, limit: int, max_states: int) -> str:
+    """Everything a search's answer depends on, as a digest."""
+    held = [(tuple(int(v) for v in o.cur_pos) if o.cur_pos is not None else None, o.contains.type, o.contains.color)
+            for o in objects(raw) if getattr(o, "contains", None) is not None]  # fmt: skip
+    carrying = None if raw.carrying is None else (raw.carrying.type, raw.carrying.color)
+    facts = (type(raw).__qualname__, raw.mission, tuple(int(v) for v in raw.agent_pos), int(raw.agent_dir), carrying, held,
+             int(raw.step_count), int(raw.max_steps), limit, max_states, raw.grid.width, raw.grid.height)  # fmt: skip
+    digest = hashlib.sha256(raw.grid.encode().tobytes())
+    digest.update(repr(facts).encode())
+    digest.update(repr(raw.np_random.bit_generator.state).encode())
+    return digest.hexdigest()
+
+
+def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None) -> tuple[bool | None, list[int]]:
     actions = list(range(raw.action_space.n))
     # The search never looks at an observation: while it runs, the env's step makes none (most of a step's cost).
     own_view = vars(raw).get("gen_obs")
