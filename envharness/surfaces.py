@@ -97,6 +97,11 @@ class AdapterView:
         return self._target().position()
 
     @property
+    def setup_facts(self) -> frozenset[Any]:
+        """The state predicates this episode's setup passed through (a start along the level's own solution; MiniGrid)."""
+        return frozenset(getattr(self._target(), "setup_facts", ()))
+
+    @property
     def irreversible_endings(self) -> frozenset[str]:
         """Verdict reasons of endings that cannot be undone (``lava``, ``hole``, ``pole fell``...)."""
         return self._target().irreversible_endings

@@ -75,6 +75,7 @@ class MiniGridAdapter(Adapter):
     def __init__(self, env: Any) -> None:
         super().__init__(env)
         self._goals: frozenset[tuple[int, int]] = frozenset()
+        self.setup_facts: set[Any] = set()  # every predicate setup passed through (a subgoal done as setup is behind the start)
         probe = self._probe(self.raw)
         # The step limit success and score count against is the registration's: what the constructor
         # sets with the registered max_steps, or, in BabyAI, what its reset sets for each level. A
@@ -180,7 +181,7 @@ class MiniGridAdapter(Adapter):
         search's env steps are counted by :func:`~envharness.adapters.minigrid_search.steps_taken`;
         the actions played here are the level's setup, like :class:`~envharness.transforms.ReplayPrefix`'s.
         """
-        from envharness.adapters.minigrid_search import solve
+        from envharness.adapters.minigrid_search import facts, solve
 
         raw = self.raw
         rendering, raw.render_mode = raw.render_mode, None
@@ -195,9 +196,21 @@ class MiniGridAdapter(Adapter):
             count = min(int(share * len(path)), len(path) - 1)
             for action in path[:count]:
                 raw.step(action)
+                self.setup_facts |= facts(raw)
             return count
         finally:
             raw.render_mode = rendering
+
+    def begin_setup(self) -> None:
+        super().begin_setup()
+        self.setup_facts = set()
+
+    def setup_step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
+        from envharness.adapters.minigrid_search import facts
+
+        out = super().setup_step(action)
+        self.setup_facts |= facts(self.raw)
+        return out
 
     def restart_clock(self) -> None:
         super().restart_clock()

@@ -55,6 +55,9 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the same level again: the kept answer
         0
     """
+    if getattr(raw, "instrs", None) is not None:
+        # BabyAI keeps a mission's progress on its instruction objects, outside the state saved here: undecided, never guessed.
+        return None, []
     key = _level_key(raw, limit, max_states) if avoid is None else None
     if key is not None and key in _solved:
         _solved.move_to_end(key)
@@ -66,6 +69,45 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         if len(_solved) > SOLVED_KEPT:
             _solved.popitem(last=False)
     return found, path
+
+
+Fact = tuple[str, Any, Any]
+"""A state predicate: ``("carrying", type, color)``, ``("carrying_any", type, None)``, ``("door_open", x, y)`` or ``("door_open_any", None, None)``."""
+
+
+def facts(raw: Any) -> frozenset[Fact]:
+    """The predicates that hold in ``raw``'s current state: what the agent carries, which doors stand open (each, and any).
+
+    Example:
+        >>> import gymnasium as gym
+        >>> raw = gym.make("MiniGrid-DoorKey-5x5-v0").unwrapped
+        >>> _ = raw.reset(seed=0)
+        >>> sorted(facts(raw))
+        []
+    """
+    found: set[Fact] = set()
+    if raw.carrying is not None:
+        found |= {("carrying", raw.carrying.type, raw.carrying.color), ("carrying_any", raw.carrying.type, None)}
+    width = raw.grid.width
+    for index, cell in enumerate(raw.grid.grid):
+        if cell is not None and cell.type == "door" and cell.is_open:
+            found |= {("door_open", index % width, index // width), ("door_open_any", None, None)}
+    return frozenset(found)
+
+
+def offered(raw: Any) -> list[Fact]:
+    """Every predicate a level's objects offer: carrying each pickable object (and any of its kind), each door open (and any)."""
+    found: dict[Fact, None] = {}
+    for obj in objects(raw):
+        if obj.type in ("key", "ball", "box"):
+            found[("carrying", obj.type, obj.color)] = None
+            found[("carrying_any", obj.type, None)] = None
+    width = raw.grid.width
+    for index, cell in enumerate(raw.grid.grid):
+        if cell is not None and cell.type == "door":
+            found[("door_open", index % width, index // width)] = None
+            found[("door_open_any", None, None)] = None
+    return list(found)
 
 
 def _level_key(raw: Any, limit: int, max_states: int) -> str:
@@ -215,4 +257,4 @@ def state_key(raw: Any) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["MAX_STATES", "objects", "restore_state", "save_state", "solve", "state_key", "steps_taken"]
+__all__ = ["MAX_STATES", "Fact", "facts", "objects", "offered", "restore_state", "save_state", "solve", "state_key", "steps_taken"]

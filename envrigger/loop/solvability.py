@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envharness.adapters.minigrid_search import MAX_STATES, objects, restore_state, save_state, solve
+from envharness.adapters.minigrid_search import MAX_STATES, Fact, facts, offered, restore_state, save_state, solve
 from envharness.spec import HarnessSpec
 from envharness.transforms import transform_from_spec
 
@@ -77,28 +77,13 @@ def search_levels(spec: HarnessSpec, seeds: list[int], max_states: int = MAX_STA
         env.close()
 
 
-Subgoal = tuple[str, Any, Any]
-"""A state predicate: ``("carrying", type, color)`` or ``("door_open", x, y)``."""
+Subgoal = Fact
+"""A state predicate (:data:`~envharness.adapters.minigrid_search.Fact`): carrying an object (that one, or any of its
+kind), a door standing open (that one, or any)."""
 
 
 def _holds(raw: Any, goal: Subgoal) -> bool:
-    kind, a, b = goal
-    if kind == "carrying":
-        return raw.carrying is not None and (raw.carrying.type, raw.carrying.color) == (a, b)
-    cell = raw.grid.get(a, b)
-    return cell is not None and cell.type == "door" and bool(cell.is_open)
-
-
-def _predicates(raw: Any) -> list[Subgoal]:
-    """Every predicate a level's objects offer: carrying each pickable object, each door standing open."""
-    found: dict[Subgoal, None] = {}
-    for obj in objects(raw):
-        if obj.type in ("key", "ball", "box"):
-            found[("carrying", obj.type, obj.color)] = None
-    for index, cell in enumerate(raw.grid.grid):
-        if cell is not None and cell.type == "door":
-            found[("door_open", index % raw.grid.width, index // raw.grid.width)] = None
-    return list(found)
+    return goal in facts(raw)
 
 
 def _level(spec: HarnessSpec, seed: int) -> tuple[Any, Any, int]:
@@ -114,7 +99,7 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
 
     Example:
         >>> subgoals(HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0"), seed=0)
-        [('carrying', 'key', 'yellow'), ('door_open', 3, 1)]
+        [('carrying', 'key', 'yellow'), ('carrying_any', 'key', None), ('door_open', 3, 1), ('door_open_any', None, None)]
         >>> subgoals(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0"), seed=0)
         []
     """
@@ -124,7 +109,7 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
         if _search(raw, limit, max_states) is not True:
             return None  # unsolvable or undecided: no solution to read subgoals from
         found: list[Subgoal] = []
-        for goal in _predicates(raw):
+        for goal in offered(raw):
             restore_state(raw, start)
             if _holds(raw, goal):
                 continue
@@ -142,8 +127,9 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
 def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int = MAX_STATES) -> list[Subgoal] | None:
     """The ``goals`` that ``spec``'s level at ``seed`` can be won without (a shortcut); None if the search cannot tell.
 
-    A goal that already holds at the level's start is kept: the level starts past it, on
-    the way its solution goes.
+    A goal that already holds at the level's start, or that the level's setup passed through
+    (a start along the level's own solution that picked the key up and dropped it again),
+    is kept: the level starts past it.
 
     Example:
         >>> from envharness.transforms import RemoveWalls
@@ -152,15 +138,16 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
         >>> bypassed(base, 0, goals)
         []
         >>> bypassed(base.extended(RemoveWalls(count=4)), 0, goals)
-        [('carrying', 'key', 'yellow'), ('door_open', 3, 1)]
+        [('carrying', 'key', 'yellow'), ('carrying_any', 'key', None), ('door_open', 3, 1), ('door_open_any', None, None)]
     """
     env, raw, limit = _level(spec, seed)
     try:
         start = save_state(raw)
+        passed = set(getattr(env.adapter, "setup_facts", ()))
         out: list[Subgoal] = []
         for goal in goals:
             restore_state(raw, start)
-            if _holds(raw, goal):
+            if _holds(raw, goal) or goal in passed:
                 continue
             won = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
             if won is None:

@@ -302,19 +302,33 @@ class Validator:
 
         The subgoals of a level are what every solution of the *original* level passes
         through (:func:`~envrigger.loop.solvability.subgoals`: the key picked up, the locked
-        door opened). A reshaped level that can be won without one of them, and does not
-        start past it, teaches a way around the task: the candidate is refused if any level
-        checked is such a shortcut. Where the family offers no search (no MiniGrid, or rules
-        that change the dynamics), the statistic says so and the gate passes: the other gates
-        and the credit from the original env decide.
+        door opened, some door opened). A reshaped level that can be won without one of them,
+        and whose start is not past it, teaches a way around the task: the candidate is
+        refused if any level checked is such a shortcut. The search runs on the candidate's
+        state and observation transforms: a rule only narrows what the agent may do, so a
+        shortcut found without the rules is refused with them too. Fail closed: a link
+        transform (a second env the search cannot follow) or a level the search cannot decide
+        refuses. Where the family offers no search (not MiniGrid), the statistic says so and
+        the gate passes: the other gates and the credit from the original env decide.
         """
-        if not (searchable(self.base) and searchable(candidate.spec)):
+        if not searchable(self.base):
             return GateResult(
                 gate="no_shortcut",
                 passed=True,
                 statistic={"method": "none", "levels": 0},
-                detail="no subgoal search for this env or these transforms: not checked",
+                detail="no subgoal search for this env: not checked",
             )
+        kinds = [type(transform_from_spec(t)).kind for t in candidate.spec.transforms]
+        if "link" in kinds:
+            return GateResult(
+                gate="no_shortcut",
+                passed=False,
+                statistic={"method": "search", "levels": 0, "link": True},
+                detail="a link transform chains another env the subgoal search cannot follow: refused (fail closed)",
+            )
+        levels = candidate.spec.model_copy(
+            update={"transforms": [t for t, kind in zip(candidate.spec.transforms, kinds, strict=True) if kind in ("state", "observation")]}
+        )
         with_goals = bypassed_levels = undecided = 0
         examples: list[str] = []
         for seed in seeds:
@@ -327,15 +341,21 @@ class Validator:
             if not goals:
                 continue
             with_goals += 1
-            skipped = bypassed(candidate.spec, seed, goals)
+            skipped = bypassed(levels, seed, goals)
             if skipped is None:
                 undecided += 1
             elif skipped:
                 bypassed_levels += 1
                 examples.append(f"seed {seed}: " + ", ".join(" ".join(map(str, g)) for g in skipped))
+        if bypassed_levels:
+            detail = "a reshaped level can be won without a subgoal of the original level: a shortcut around the task"
+        elif undecided:
+            detail = f"the search could not decide {undecided} level(s): refused (fail closed)"
+        else:
+            detail = "every subgoal of the original levels stays on the reshaped levels' solutions"
         return GateResult(
             gate="no_shortcut",
-            passed=bypassed_levels == 0,
+            passed=bypassed_levels == 0 and undecided == 0,
             statistic={
                 "method": "search",
                 "levels": len(seeds),
@@ -344,9 +364,7 @@ class Validator:
                 "undecided": undecided,
                 "examples": examples[:3],
             },
-            detail="a reshaped level can be won without a subgoal of the original level: a shortcut around the task"
-            if bypassed_levels
-            else "every subgoal of the original levels stays on the reshaped levels' solutions",
+            detail=detail,
         )
 
     def learnability(self, candidate: Candidate, seeds: list[int], started: float) -> tuple[GateResult, TrajectoryStore]:

@@ -16,7 +16,6 @@ cause and what a user would lose.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 
 import gymnasium as gym
@@ -30,6 +29,23 @@ from envrigger.loop.validate import ValidationConfig, Validator
 from envrigger.policies import RandomPolicy
 
 DOORKEY5 = HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0")
+
+
+@pytest.fixture(autouse=True)
+def _first_search_of_each_level():
+    """Each attack sees a level's first search in the process, as a fresh loop or worker does.
+
+    ``minigrid_search`` keeps answers per level (``_solved``); without clearing it, whether a
+    search runs at all (and so whether it leaks state into the env) depends on test order.
+    """
+    from envharness.adapters import minigrid_search
+
+    kept = getattr(minigrid_search, "_solved", None)
+    if kept is not None:
+        kept.clear()
+    yield
+
+
 REMOVE4 = {"name": "RemoveWalls", "params": {"count": 4}}
 
 
@@ -142,10 +158,9 @@ def _reachable_avoiding(raw, blocked_types: set[str]) -> bool:
             cell = raw.grid.get(nx, ny)
             if cell is not None and cell.type == "goal":
                 return True
-            if cell is None or cell.type not in blocked_types:
-                if cell is None:
-                    seen.add((nx, ny))
-                    queue.append((nx, ny))
+            if cell is None or cell.type not in blocked_types | {"ball", "box"}:  # objects block walking too
+                seen.add((nx, ny))
+                queue.append((nx, ny))
     return False
 
 
@@ -172,29 +187,27 @@ def test_a_level_too_big_for_the_search_lets_a_wall_removal_shortcut_through(tmp
 
 
 def test_a_task_that_needs_some_door_but_no_particular_one_has_no_subgoal_to_protect(tmp_path):
-    """Root cause: ``_predicates`` offers one predicate per door; when a level has two routes, no single
-    door is on every solution, so ``subgoals`` is [] and ``no_shortcut`` skips the level, although
-    every solution of the original opens a door. RemoveWalls(count=8) on BabyAI-GoToObjMazeS4
-    lets the agent reach the target without opening any door and is admitted. The user loses: maze
-    families (BabyAI mazes, multi-route rooms) are reshaped into open floor plans unchecked."""
+    """Root cause: ``_predicates`` offered one predicate per door; when a level has two routes, no single
+    door is on every solution, so ``subgoals`` was [] and ``no_shortcut`` skipped the level, although
+    every solution of the original opens a door. RemoveWalls(count=8) on BabyAI-GoToObjMazeS4 let
+    the agent reach the target without opening any door. Fixed twice over: "some door open" and
+    "carrying any key" are predicates too (see the DoorKey test), and on BabyAI, whose missions the
+    search cannot follow (root cause 4), the gate fails closed instead of skipping the level."""
     base = HarnessSpec(env_id="BabyAI-GoToObjMazeS4-v0")
     reshaped = base.extended({"name": "RemoveWalls", "params": {"count": 8}})
-    assert subgoals(base, 0) == []
-    assert _won_without_any_door(base, 0)[0] is False  # the original: every win opens a door
-    won, path = _won_without_any_door(reshaped, 0)
-    assert won is True
     env = reshaped.build()
     env.reset(seed=0)
-    for action in path:  # the door-free win is real, on the harness
-        *_, terminated, truncated, info = env.step(action)
-    assert info["verdict"].success and not _any_door_open(env.unwrapped)
+    assert not _any_door_open(env.unwrapped)
     env.close()
     gate = validator(base, tmp_path).no_shortcut(candidate(base, {"name": "RemoveWalls", "params": {"count": 8}}), [0])
-    assert not gate.passed, f"a door-free reshaping of a door-only task passed: {gate.statistic}"
+    assert not gate.passed and gate.statistic["undecided"] == 1, f"a door-free reshaping of a door-only task passed: {gate.statistic}"
 
 
 # ---------------------------------------------------------------------------------------
 # Root cause 4: the search does not save or key BabyAI's verifier progress (raw.instrs).
+# Fixed by refusing: on a level whose mission keeps progress outside the saved state, the
+# search answers "undecided" (never a guess), the gate fails closed and the walkthrough
+# start refuses the level.
 # ---------------------------------------------------------------------------------------
 
 TWO_DOORS = "BabyAI-OpenTwoDoors-v0"  # "open the X door, then open the Y door"
@@ -203,22 +216,23 @@ TWO_DOORS = "BabyAI-OpenTwoDoors-v0"  # "open the X door, then open the Y door"
 def test_babyai_sequence_search_returns_a_solution_that_does_not_replay():
     """Root cause: ``save_state``/``_save`` copy ``vars(raw)`` shallowly, so BabyAI's instruction
     objects (``BeforeInstr.a_done``/``b_done``, ``preCarrying``) are shared by every branch and not in
-    the state key: once one branch opens the first door, every later branch only needs the
-    second. ``solve`` returns a "shortest solution" that loses on a fresh env. The user loses:
-    solvability verdicts, subgoals and walkthrough starts on every BabyAI Seq/Before/After/And level."""
+    the state key: once one branch opened the first door, every later branch only needed the
+    second, and ``solve`` returned a "shortest solution" that loses on a fresh env. Any answer the
+    search gives must now replay; on BabyAI it gives none."""
     raw = gym.make(TWO_DOORS).unwrapped
     raw.reset(seed=0)
     found, path = solve(raw, int(raw.max_steps))
-    assert found is True
-    won, _ = _replay_raw(TWO_DOORS, 0, path)
-    assert won, f"the search's solution {path} does not win '{raw.mission}' on a fresh env"
+    if found is True:
+        won, _ = _replay_raw(TWO_DOORS, 0, path)
+        assert won, f"the search's solution {path} does not win '{raw.mission}' on a fresh env"
+    else:
+        assert found is None and path == []  # undecided, never "lost"
 
 
 def test_babyai_search_leaves_the_verifier_progress_changed():
     """Root cause: as above; ``restore_state`` puts back the grid and ``vars(raw)`` but not the
     instruction objects the env's ``step`` mutates. After ``solve`` returns, the live env's
-    verifier believes the first door is already opened. The user loses: the promise "leaves the
-    env exactly as it found it" (the level the agent then plays is a different task)."""
+    verifier must not believe a door was already opened."""
     raw = gym.make(TWO_DOORS).unwrapped
     raw.reset(seed=0)
     before = _fingerprint(raw)
@@ -227,41 +241,31 @@ def test_babyai_search_leaves_the_verifier_progress_changed():
 
 
 def test_babyai_subgoals_miss_the_first_door_of_an_ordered_mission():
-    """Root cause: the leaked verifier progress from the plain search makes the cut-off search
-    (never open door A) "win" by opening door B, so door A, which every real solution opens, is
-    not a subgoal. The user loses: the gate has nothing to protect on ordered BabyAI missions."""
+    """Root cause: the leaked verifier progress made the cut-off search (never open door A) "win" by
+    opening door B, so door A, which every real solution opens, was not a subgoal. Now the search
+    says it cannot tell (None), and the gate that reads it fails closed."""
     raw = gym.make(TWO_DOORS).unwrapped
     raw.reset(seed=0)
     first = raw.instrs.instr_a.desc.obj_set[0]
     goals = subgoals(HarnessSpec(env_id=TWO_DOORS), 0)
-    assert goals is not None and ("door_open", *map(int, first.cur_pos)) in goals, goals
+    assert goals is None or ("door_open", *map(int, first.cur_pos)) in goals, goals
 
 
 def test_babyai_walkthrough_start_admits_skipping_the_first_door(tmp_path):
-    """Root cause: ``WalkthroughStart`` runs ``solve`` on the live env at reset; the leak leaves
-    ``a_done == "success"``, so under WalkthroughStart(0, 0) (an identity start) the agent wins
-    "open A, then open B" by opening B alone, and ``no_shortcut`` passes the candidate. The user
-    loses: an admitted environment that rewards the shortcut the gate exists to refuse."""
+    """Root cause: ``WalkthroughStart`` ran ``solve`` on the live env at reset; the leak left
+    ``a_done == "success"``, so under WalkthroughStart(0, 0) (an identity start) the agent won
+    "open A, then open B" by opening B alone, and ``no_shortcut`` passed the candidate. Now the
+    gate refuses it and the start itself refuses a level it cannot solve honestly."""
+    from envharness.errors import TransformError
+
     base = HarnessSpec(env_id=TWO_DOORS)
     start = {"name": "WalkthroughStart", "params": {"min_share": 0.0, "max_share": 0.0}}
     gate = validator(base, tmp_path).no_shortcut(candidate(base, start), [0])
-    # A path that opens door B only, planned on a private copy whose verifier asks for B alone.
-    probe = copy.deepcopy(gym.make(TWO_DOORS).unwrapped)
-    probe.reset(seed=0)
-    probe.instrs = probe.instrs.instr_b
-    probe.instrs.reset_verifier(probe)
-    found, b_only = solve(probe, 500)
-    assert found is True
+    assert not gate.passed, f"gate passed ({gate.statistic}) on a mission the search cannot follow"
     env = base.extended(start).build()
-    env.reset(seed=0)
-    first = env.unwrapped.instrs.instr_a.desc.obj_set[0]
-    for action in b_only:
-        *_, terminated, truncated, info = env.step(action)
-        if terminated or truncated:
-            break
-    skipped = info["verdict"].success and not first.is_open
+    with pytest.raises(TransformError, match="no solution of this MiniGrid level"):
+        env.reset(seed=0)
     env.close()
-    assert not (gate.passed and skipped), f"gate passed ({gate.statistic}) and the agent won without opening door A"
 
 
 # ---------------------------------------------------------------------------------------
@@ -324,24 +328,31 @@ def test_key_in_hand_then_teleported_past_the_locked_door_is_still_refused():
     _, path = solve(raw, limit)
     env.close()
     prefix = path[: path.index(3) + 1]
-    stacked = base.extended({"name": "ReplayPrefix", "params": {"actions": prefix}}, {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
+    stacked = base.extended(
+        {"name": "ReplayPrefix", "params": {"actions": prefix}}, {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}}
+    )
     goals = subgoals(base, 0)
     env = stacked.build()
     env.reset(seed=0)
     assert env.unwrapped.carrying is not None and env.unwrapped.carrying.type == "key"
     env.close()
-    assert bypassed(stacked, 0, goals) == [("door_open", *goals[1][1:])]
+    door = next(g for g in goals if g[0] == "door_open")
+    assert bypassed(stacked, 0, goals) == [door, ("door_open_any", None, None)]
 
 
 def test_subgoals_of_new_families_name_what_their_missions_need():
     """Holds: the subgoal search reads the right predicates on families it was not written against."""
-    assert [g[:2] for g in subgoals(HarnessSpec(env_id="MiniGrid-BlockedUnlockPickup-v0"), 1)] == [
+
+    def specific(goals):
+        return [g for g in goals if not g[0].endswith("_any")]
+
+    assert [g[:2] for g in specific(subgoals(HarnessSpec(env_id="MiniGrid-BlockedUnlockPickup-v0"), 1))] == [
         ("carrying", "ball"),
         ("carrying", "key"),
         ("door_open", 5),
     ]
-    assert subgoals(HarnessSpec(env_id="MiniGrid-Unlock-v0"), 0) == [("carrying", "key", "purple")]
-    red = subgoals(HarnessSpec(env_id="MiniGrid-RedBlueDoors-6x6-v0"), 0)
+    assert specific(subgoals(HarnessSpec(env_id="MiniGrid-Unlock-v0"), 0)) == [("carrying", "key", "purple")]
+    red = specific(subgoals(HarnessSpec(env_id="MiniGrid-RedBlueDoors-6x6-v0"), 0))
     raw = gym.make("MiniGrid-RedBlueDoors-6x6-v0").unwrapped
     raw.reset(seed=0)
     red_door = next(i for i, c in enumerate(raw.grid.grid) if c is raw.red_door)

@@ -35,8 +35,8 @@ def validator(tmp_path):
 def test_every_doorkey_solution_passes_the_key_and_the_locked_door():
     for seed in SEEDS[:4]:
         goals = subgoals(DOORKEY, seed)
-        assert goals is not None and [g[0] for g in goals] == ["carrying", "door_open"]
-        assert goals[0][1:] == ("key", "yellow")
+        assert goals is not None and [g[0] for g in goals] == ["carrying", "carrying_any", "door_open", "door_open_any"]
+        assert goals[0][1:] == ("key", "yellow") and goals[1][1:] == ("key", None)  # that key, and any key; that door, and any
 
 
 def test_a_level_with_no_object_on_the_way_has_no_subgoals():
@@ -85,15 +85,26 @@ def test_a_start_past_a_subgoal_keeps_it_and_a_start_beside_it_does_not():
     raw.carrying = key
     from envrigger.loop import solvability
 
-    assert solvability._holds(raw, goals[0]) and not solvability._holds(raw, goals[1])
+    door = next(g for g in goals if g[0] == "door_open")
+    assert solvability._holds(raw, goals[0]) and not solvability._holds(raw, door)
     env.close()
     assert bypassed(DOORKEY, SEEDS[0], goals) == []
 
 
-def test_where_no_search_answers_the_gate_says_so_and_lets_the_other_gates_decide(validator):
-    slip = candidate(DOORKEY, {"name": "ActionSlip", "params": {"p": 0.1}})
-    gate = validator.no_shortcut(slip, SEEDS)
+def test_where_no_search_answers_the_gate_says_so_and_lets_the_other_gates_decide(tmp_path):
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False})
+    env = lake.build()
+    frozen = Validator(RandomPolicy(env.action_space, seed=0), lake, tmp_path / "lake", ValidationConfig(backend="serial"))
+    env.close()
+    gate = frozen.no_shortcut(candidate(lake, {"name": "FrozenLakeMap", "params": {"add_holes": 1}}), SEEDS)
     assert gate.passed and gate.statistic["method"] == "none" and "not checked" in gate.detail
+
+
+def test_rules_in_the_stack_do_not_switch_the_search_off(validator):
+    slip = candidate(DOORKEY, {"name": "ActionSlip", "params": {"p": 0.1}})
+    assert validator.no_shortcut(slip, SEEDS).statistic["method"] == "search"  # the state part (none) is searched
+    both = candidate(DOORKEY, {"name": "RemoveWalls", "params": {"count": 2}}, {"name": "ActionSlip", "params": {"p": 0.1}})
+    assert not validator.no_shortcut(both, SEEDS).passed
 
 
 def test_the_search_behind_a_start_along_the_solution_is_charged_as_interaction():
