@@ -800,8 +800,9 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
     if rigger is not None:
         spent = rigger["interaction"]
         console.print(
-            f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}; "
-            f"every arm also spent {spent['select']:,} steps on validation levels to pick its round"
+            f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}"
+            + "".join(f" + {k} {spent[k]:,}" for k in ("credit", "search", "transfer") if spent.get(k))
+            + f" = {spent['total']:,}; every arm also spent {spent['select']:,} steps on validation levels to pick its round"
         )
     if not levels["disjoint"] and all(r["heldout"] is not None for r in final["arms"].values()):
         seen = {arm: r["heldout"].get("seen_in_training", 0) for arm, r in final["arms"].items()}
