@@ -26,7 +26,7 @@ from typing import Any
 MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
 SOLVED_KEPT = 4096  # answers kept per process: the same level searched again (another candidate, a gate, a paired copy) costs nothing
 _taken = [0]  # env steps every search of this process took
-_solved: OrderedDict[str, tuple[bool | None, list[int]]] = OrderedDict()
+_solved: OrderedDict[str, tuple[bool | None, list[int], int]] = OrderedDict()
 
 
 def steps_taken() -> int:
@@ -40,7 +40,9 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
     States where ``avoid`` holds are never entered. ``raw`` is left as it was found. An
     answer without ``avoid`` is kept, by everything the search depends on (the grid with
     what boxes hold, the agent, what it carries, the clock, the limits and the random
-    generator's state), so the same level searched again takes no env step.
+    generator's state), so the same level searched again takes no time; its env steps are
+    charged again (:func:`steps_taken`), so that what a run is charged never depends on
+    what this process happened to search before.
 
     Example:
         >>> import gymnasium as gym
@@ -52,8 +54,8 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         ((1, 1), 0)
         >>> _solved.clear(); before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the search's cost, in env steps
         164
-        >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the same level again: the kept answer
-        0
+        >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the kept answer, charged alike
+        164
     """
     if getattr(raw, "instrs", None) is not None:
         # BabyAI keeps a mission's progress on its instruction objects, outside the state saved here: undecided, never guessed.
@@ -61,11 +63,13 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
     key = _level_key(raw, limit, max_states) if avoid is None else None
     if key is not None and key in _solved:
         _solved.move_to_end(key)
-        found, path = _solved[key]
+        found, path, cost = _solved[key]
+        _taken[0] += cost  # charged as if searched again: what a run is charged does not depend on what this process saw before
         return found, list(path)
+    before = _taken[0]
     found, path = _search(raw, limit, max_states, avoid)
     if key is not None:
-        _solved[key] = (found, list(path))
+        _solved[key] = (found, list(path), _taken[0] - before)
         if len(_solved) > SOLVED_KEPT:
             _solved.popitem(last=False)
     return found, path

@@ -138,6 +138,9 @@ class Validator:
         self._base_reference: dict[tuple[int, ...], float] = {}
         self._subgoals: dict[int, list[Subgoal] | None] = {}
         self.env_steps = 0  # every env step validation took (rollouts, reference play, replays): charged to the loop
+        self._rollout_searches = (
+            0  # searches inside rollouts (resets along a solution): not charged, since worker processes cannot report them
+        )
 
     # -- helpers -------------------------------------------------------------------------
     def _run(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
@@ -148,9 +151,11 @@ class Validator:
             if (path / "run.json").is_file()
             else 0
         )
+        searched = steps_taken()
         store = rollout(
             spec, self.agent, seeds=seeds, out=path, **backend_for(self.agent, self.config.backend, self.config.workers, self.config.batch)
         )
+        self._rollout_searches += steps_taken() - searched
         self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy())) - before
         return store
 
@@ -175,9 +180,9 @@ class Validator:
             )
         return self._behaviour[key]
 
-    def _searched(self, since: int) -> None:
-        """Charge the env steps this process's searches took since ``since`` (gates, and resets along a level's solution)."""
-        self.env_steps += steps_taken() - since
+    def _searched(self, since: int, inside_rollouts: int) -> None:
+        """Charge the env steps the gates' own searches took since ``since`` (not those inside rollouts, on any backend)."""
+        self.env_steps += steps_taken() - since - (self._rollout_searches - inside_rollouts)
 
     def _check_time(self, started: float) -> None:
         if time.perf_counter() - started > self.config.timeout_s:
@@ -449,7 +454,7 @@ class Validator:
     def validate(self, candidate: Candidate, seeds: list[int], admitted: Sequence[tuple[str, HarnessSpec]] = ()) -> Validation:
         """Run the gates in order on ``seeds`` (disjoint from the diagnosis seeds); stop at the first failure."""
         started = time.perf_counter()
-        searched = steps_taken()
+        searched, inside_rollouts = steps_taken(), self._rollout_searches
         gates: list[GateResult] = []
         error = None
         try:
@@ -484,7 +489,7 @@ class Validator:
             error = str(reason)
         except Exception as exc:  # fail closed: anything unexpected rejects the candidate
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        self._searched(searched)
+        self._searched(searched, inside_rollouts)
         passed = error is None and len(gates) == len(GATES) and all(g.passed for g in gates)
         rollouts = sum(g.statistic.get("rollouts", 0) for g in gates) + self.config.reference_rollouts
         return Validation(
