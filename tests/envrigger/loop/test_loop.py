@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -661,6 +662,21 @@ def test_resuming_with_more_seeds_adds_the_next_ones_and_keeps_the_finished(tmp_
     assert {seed: (tmp_path / "multi" / f"seed-{seed}" / "final.json").stat().st_mtime_ns for seed in (0, 1)} == kept
     assert json.loads((tmp_path / "multi" / "seeds.json").read_text())["seeds"] == 3
     assert run_seeds(tmp_path / "multi", None, seeds=1) == more  # asking for fewer never drops finished seeds
+
+
+def test_a_kept_record_of_finished_seeds_resumes_and_adds_seeds(tmp_path):
+    """What benchmarks/results keeps of a seed (loop.json, library.db, final.json) is enough to extend the run later."""
+    from envrigger.loop import run_seeds
+
+    config = LoopConfig(**{**SMALL, "rounds": 1, "candidates_per_round": 1, "collect_episodes": 20, "eval_episodes": 20})
+    first = run_seeds(tmp_path / "multi", config, seeds=1)
+    kept = {"loop.json", "library.db", "final.json"}
+    for path in (tmp_path / "multi" / "seed-0").iterdir():  # the learners, rounds and stores are not kept
+        if path.name not in kept:
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    more = run_seeds(tmp_path / "multi", None, seeds=2)
+    assert first["seeds"] == [0] and more["seeds"] == [0, 1]
+    assert (tmp_path / "multi" / "seed-1" / "final.json").is_file() and not (tmp_path / "multi" / "seed-0" / "round-1").exists()
 
 
 def test_the_cli_runs_seeds_at_once_and_labels_each_seeds_lines(tmp_path):
