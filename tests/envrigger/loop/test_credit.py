@@ -70,6 +70,7 @@ def test_credit_survives_a_resume(tmp_path):
     saved = json.loads((tmp_path / "run" / "loop.json").read_text())
     saved["rounds"] = 2
     (tmp_path / "run" / "loop.json").write_text(json.dumps(saved))
+    (tmp_path / "run" / "final.json").unlink()  # a finished run resumes as itself; without its end it trains on
     resumed = run_loop(tmp_path / "run")
     assert HARMFUL.hash() in resumed["rounds"][0]["credit_state"]["retired"]
     assert HARMFUL.hash() not in resumed["rounds"][1]["arms"]["rigger"]["train"]["components"]
