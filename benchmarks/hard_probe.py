@@ -34,10 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from heldout import load_suite  # noqa: E402
+from learner_search import LEARNER_SEED, PROBE_SEED  # noqa: E402  (the same probe levels and learner seeds)
 
 HARD = Path(__file__).parent / "hard"
-PROBE_SEED = 8_000_000  # the learner search's probe range: above every range the loop uses
-LEARNER_SEED = 100
 MAX_SUCCESS = 0.3  # the original arm's probe success at the budget may be at most this
 MIN_WINNABLE = 0.9  # and at least this share of the probe levels must be winnable
 

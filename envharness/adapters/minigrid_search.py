@@ -4,7 +4,7 @@ Contains :func:`solve` (the shortest winning action sequence from the env's curr
 state, or a proof there is none within the step limit), :func:`steps_taken` (every env
 step the searches of this process took: the interaction a search costs, which the loop
 charges to the arm that used it), and :func:`save_state` /
-:func:`restore_state` / :func:`state_key`, which it is built from. The search knows no
+:func:`restore_state`, which it is built from. The search knows no
 family's mission: it tries every action from every state it reaches, and a state is won
 when the env's own step ends it with a positive reward (MiniGrid rewards a mission done:
 the goal tile, the ball picked up behind the locked door, the right door faced). States
@@ -249,16 +249,4 @@ def restore_state(raw: Any, state: tuple[Any, ...]) -> None:
     raw.np_random.bit_generator.state = rng
 
 
-def state_key(raw: Any) -> tuple[Any, ...]:
-    """What tells two states apart: the agent, what it carries, where every object is and how each door stands."""
-    doors = tuple((getattr(c, "is_open", None), getattr(c, "is_locked", None)) for c in raw.grid.grid if c is not None and c.type == "door")
-    return (
-        tuple(int(v) for v in raw.agent_pos),
-        int(raw.agent_dir),
-        id(raw.carrying),
-        tuple(id(c) for c in raw.grid.grid),
-        doors,
-    )
-
-
-__all__ = ["MAX_STATES", "Fact", "facts", "objects", "offered", "restore_state", "save_state", "solve", "state_key", "steps_taken"]
+__all__ = ["MAX_STATES", "Fact", "facts", "objects", "offered", "restore_state", "save_state", "solve", "steps_taken"]
