@@ -6,7 +6,7 @@ CORE := $(VENV)/.installed-core
 SB3 := $(VENV)/.installed-sb3
 FULL := $(VENV)/.installed-full
 
-.PHONY: demo lint test clean
+.PHONY: demo lint peers test clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "envharness needs Python 3.11+; set PYTHON=/path/to/python3.11"'
@@ -42,7 +42,16 @@ lint: $(FULL)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: lint
+# MiniGrid's own tests, from the source release of the installed version, run on wrapped envs
+# (tests/peers/test_peer_suites.py); unpacked once into .venv/peers.
+peers: $(FULL)
+	mkdir -p $(VENV)/peers
+	v=$$($(VENV)/bin/python -c 'import minigrid; print(minigrid.__version__)'); \
+	test -d $(VENV)/peers/minigrid-$$v/tests || { \
+	  $(VENV)/bin/python -m pip download --quiet --no-deps --no-binary :all: "minigrid==$$v" -d $(VENV)/peers && \
+	  tar xzf $(VENV)/peers/minigrid-$$v.tar.gz -C $(VENV)/peers; }
+
+test: lint peers
 	$(VENV)/bin/python -m pytest
 
 clean:

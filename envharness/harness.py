@@ -170,7 +170,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._raw_obs: Any = None
         self._plain_action = _action_coercer(env.action_space)
         # An action outside a Discrete space is a one-line error; a plain int in range costs only the comparison.
-        self._check_action = _action_check(env.action_space)
+        self._check_action: Any = _action_check(env.action_space)
         acts: Any = env.action_space
         self._actions_in = (int(acts.start), int(acts.start) + int(acts.n)) if self._check_action is not None else None
         # gym.make's own wrappers (time limit, order and API checks) as a route the plain path can take in one call.
@@ -262,9 +262,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             obs = self._apply_state(t, obs, rng)
         adapter.restart_clock()
         adapter.begin_episode()
-        solved = adapter.solved()
+        # The start check is for reshaped levels: an original level is what its env makes it
+        # (GoToDoor can draw one that `done` completes at once), and the peers' own tests reset it.
+        solved = adapter.solved() if self._state else None
         if solved is not None:
-            by = ", ".join(t.name for t in self._state) or "the base env"
+            by = ", ".join(t.name for t in self._state)
             raise TransformError(
                 f"{by}: the level is solved before the agent acts ({solved}); a level must leave the agent "
                 "something to do: change the transform's parameters"
@@ -368,6 +370,25 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
     def ended(self) -> bool:
         """Whether the current episode is over (or no reset has completed): ``step()`` would raise."""
         return self._mode is _OVER
+
+    def starts_solved(self) -> str | None:
+        """Why the level just reset is already solved before the agent acts, or None.
+
+        A reshaped level that starts solved is refused at ``reset()``; an original level is
+        played as its env makes it, and this says whether it is one a first ``done`` wins
+        (MiniGrid's GoToDoor-5x5 at seed 3), for callers that choose levels.
+
+        Example:
+            >>> import envharness
+            >>> env = envharness.wrap("MiniGrid-GoToDoor-5x5-v0")
+            >>> _ = env.reset(seed=3)
+            >>> env.starts_solved()
+            '`done`, which does nothing, already completes the mission'
+            >>> _ = env.reset(seed=0)
+            >>> env.starts_solved() is None
+            True
+        """
+        return self._adapter.solved()
 
     def _refusal(self, call: str) -> Exception:
         if self._busy:
@@ -485,13 +506,18 @@ def _plain_text(action: Any) -> Any:
     return str.__str__(action) if isinstance(action, str) else action
 
 
-def _action_check(space: gym.Space) -> Any:
-    """A check that an action lies in a ``Discrete`` space (raising :class:`~envharness.errors.ActionError`), or None."""
-    if type(space) is not gym.spaces.Discrete:
-        return None
-    start, stop = int(space.start), int(space.start) + int(space.n)
+class _DiscreteCheck:
+    """A check that an action lies in a ``Discrete`` space, raising :class:`~envharness.errors.ActionError`.
 
-    def check(action: Any) -> None:
+    A class, not a closure, so a harness that holds one still pickles (MiniGrid's own tests pickle stepped envs).
+    """
+
+    def __init__(self, space: gym.spaces.Discrete) -> None:
+        self.space = space
+        self.start, self.stop = int(space.start), int(space.start) + int(space.n)
+
+    def __call__(self, action: Any) -> None:
+        start, stop = self.start, self.stop
         if type(action) is int and start <= action < stop:
             return
         index: int | None
@@ -501,9 +527,12 @@ def _action_check(space: gym.Space) -> Any:
             index = int(action.reshape(())) if isinstance(action, np.ndarray) and action.size == 1 and action.dtype.kind in "iu" else None
         if index is None or type(action) is bool or not start <= index < stop:
             shown = repr(action)[:60]
-            raise ActionError(f"step(): action {shown} is not in the action space {space}; give an integer from {start} to {stop - 1}")
+            raise ActionError(f"step(): action {shown} is not in the action space {self.space}; give an integer from {start} to {stop - 1}")
 
-    return check
+
+def _action_check(space: gym.Space) -> _DiscreteCheck | None:
+    """A check that an action lies in a ``Discrete`` space (raising :class:`~envharness.errors.ActionError`), or None."""
+    return _DiscreteCheck(space) if type(space) is gym.spaces.Discrete else None
 
 
 def _action_coercer(space: gym.Space) -> Any:

@@ -53,8 +53,9 @@ class Seeds:
     def level(self, seed: int) -> str:
         """The original env's level id for ``seed`` (one reset of a plain base env); :data:`REFUSED` + seed if it refuses it.
 
-        The harness refuses a level that starts solved (GoToDoor-5x5 at seed 3: ``done`` already
-        wins); nobody can play such a level, so it is never handed out, held out or validated on.
+        A level that starts solved (GoToDoor-5x5 at seed 3: ``done`` already wins) teaches and
+        measures nothing, so it is never handed out, held out or validated on; the harness
+        plays such an original level, and refuses it once reshaped.
         """
         key = (self._spec_hash, int(seed))
         known = _LEVELS.get(key)
@@ -64,6 +65,8 @@ class Seeds:
             self._probe = self.base.build()
         try:
             level = self._probe.reset(seed=int(seed))[1].get("level_id")
+            if self._probe.starts_solved() is not None:
+                level = f"{REFUSED}{int(seed)}"
         except TransformError:
             level = f"{REFUSED}{int(seed)}"
         found = "" if level is None else str(level)

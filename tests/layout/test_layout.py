@@ -121,7 +121,7 @@ def test_every_envrigger_subpackage_has_a_face_that_says_what_it_offers():
 
 def test_tests_mirror_the_packages():
     """A test module sits in the folder of what it tests: a package's tree, or a named cross-cutting suite."""
-    allowed = {"envharness", "envrigger", "security", "sandbox", "faults", "first_hour", "docs", "benchmarks", "layout"}
+    allowed = {"envharness", "envrigger", "security", "sandbox", "faults", "first_hour", "docs", "benchmarks", "layout", "peers"}
     tops = {p.relative_to(ROOT / "tests").parts[0] for p in (ROOT / "tests").rglob("test_*.py")}
     assert tops <= allowed
     assert not list((ROOT / "tests").glob("test_*.py")), "test modules at the top of tests/: move each into its folder"
