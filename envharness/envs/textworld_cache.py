@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,6 +130,14 @@ def _restamp(path: Path) -> None:
     path.write_bytes(bytes(story))
 
 
+# TextWorld is not thread-safe: its logic parser (a module-global TatSu parser, used when a
+# game's knowledge base loads) and its generator keep process-wide state, so two threads that
+# build or start games at once fail (`FailedParse`, `IndexError: pop from empty list`).
+# Every call into TextWorld in this process holds this lock; a game's own step takes
+# milliseconds, so an LLM agent's concurrency (waiting on its model) is not held back.
+TEXTWORLD_LOCK = threading.RLock()
+
+
 def require_textworld() -> Any:
     """The ``textworld`` package (its challenges registered), or a clear error naming the extra to install."""
     try:
@@ -187,7 +196,9 @@ def locate_game(challenge: str, level: int, game: int, cache_dir: str | Path) ->
         tw_seed = game * ATTEMPTS + attempt
         folder = Path(cache_dir) / f"{challenge}-L{level}-s{tw_seed}-tw{version}"
         if not folder.is_dir():
-            _generate(challenge, level, tw_seed, folder)
+            with TEXTWORLD_LOCK:
+                if not folder.is_dir():  # another thread of this process may have made it meanwhile
+                    _generate(challenge, level, tw_seed, folder)
         if (folder / "game.z8").is_file():
             return folder / "game.z8", tw_seed
     raise RuntimeError(f"{challenge} level {level}: game {game} could not be generated from {ATTEMPTS} seeds; use another level")

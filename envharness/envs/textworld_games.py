@@ -25,6 +25,7 @@ from gymnasium import spaces
 from envharness.envs.textworld_cache import (
     CHALLENGES,
     INSTALL,
+    TEXTWORLD_LOCK,
     default_cache_dir,
     game_digest,
     locate_game,
@@ -94,10 +95,14 @@ class _Engine:
             max_score=True,
             policy_commands=True,
         )
-        with quiet():
+        with quiet(), TEXTWORLD_LOCK:
             self.env = textworld.start(str(path), request_infos=infos)
 
     def fingerprint(self) -> str:
+        with TEXTWORLD_LOCK:
+            return self._fingerprint()
+
+    def _fingerprint(self) -> str:
         h = hashlib.blake2b(digest_size=16)
         for part in self.env.unwrapped._jericho.get_state():
             h.update(part.tobytes() if hasattr(part, "tobytes") else repr(part).encode())
@@ -110,7 +115,8 @@ class _Engine:
         return (_Fingerprint, (str(self.path), self.fingerprint()))
 
     def close(self) -> None:
-        self.env.close()
+        with TEXTWORLD_LOCK:
+            self.env.close()
 
 
 class _Fingerprint(NamedTuple):
@@ -206,6 +212,10 @@ class TextWorldEnv(gym.Env):
 
     # -- the running game ----------------------------------------------------------------
     def _start(self, level: int, game: int, history: list[str]) -> None:
+        with TEXTWORLD_LOCK:
+            self._start_locked(level, game, history)
+
+    def _start_locked(self, level: int, game: int, history: list[str]) -> None:
         path, tw_seed = locate_game(self.challenge, level, game, self.cache_dir)
         if self._engine is None or self._engine.path != path:
             self._close_engine()
@@ -254,9 +264,10 @@ class TextWorldEnv(gym.Env):
 
     def _play(self, command: str) -> None:
         assert self._engine is not None
-        state, _, _ = self._engine.env.step(command)
-        self.history.append(command)
-        self._read(state)
+        with TEXTWORLD_LOCK:
+            state, _, _ = self._engine.env.step(command)
+            self.history.append(command)
+            self._read(state)
 
     def _close_engine(self) -> None:
         if self._engine is not None:

@@ -442,3 +442,40 @@ def test_making_it_without_textworld_names_the_extra(monkeypatch):
     )
     with pytest.raises(envharness.EnvNotFoundError, match=r"envharness\[textworld\]"):
         envharness.wrap(ENV)
+
+
+@needs_textworld
+def test_games_built_and_played_in_four_threads_at_once_are_the_games_played_one_by_one(tmp_path):
+    # TextWorld's parser and generator are process-global: without the lock, threads building games
+    # at once fail (`FailedParse`, `IndexError: pop from empty list`), on a cold cache and a warm one.
+    import threading
+
+    def play(cache: str, seed: int) -> list[str]:
+        env = make(cache_dir=cache)
+        obs, info = env.reset(seed=seed)
+        seen = [info["level_id"], obs["text"], obs["commands"]]
+        for step in range(6):
+            obs, _, terminated, truncated, _ = env.step(step % 3)
+            seen += [obs["text"], obs["commands"]]
+            if terminated or truncated:
+                break
+        env.close()
+        return seen
+
+    seeds = [11, 12, 13, 14]
+    alone = [play(str(tmp_path / "alone"), seed) for seed in seeds]
+    for cache in ("cold", "cold"):  # the second pass finds the cache warm
+        together: dict[int, Any] = {}
+
+        def run(seed: int, cache: str = cache, into: dict[int, Any] = together) -> None:
+            try:
+                into[seed] = play(str(tmp_path / cache), seed)
+            except Exception as error:  # noqa: BLE001 - the test reports what a thread raised
+                into[seed] = error
+
+        threads = [threading.Thread(target=run, args=(seed,)) for seed in seeds]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [together[seed] for seed in seeds] == alone
