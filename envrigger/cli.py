@@ -426,15 +426,14 @@ NOTE_READINGS = {
 }
 
 
-def remedy_lines(result: Any, store: Any) -> list[str]:
+def remedy_lines(result: Any) -> list[str]:
     """One line per finding: the catalog transforms that target it, on this run's env."""
-    from envrigger.diagnose.remedies import run_remedies
-
     lines = []
-    for name, found in run_remedies(result, store).items():
+    for finding in result.findings:
+        found = finding.what_to_try
         if found:
             more = f", and {len(found) - 5} more" if len(found) > 5 else ""
-            lines.append(f"{name}: {', '.join(found[:5])}{more}")
+            lines.append(f"{finding.name}: {', '.join(found[:5])}{more}")
     return lines
 
 
@@ -492,7 +491,7 @@ def diagnose_command(
         print_table(findings_table(result))
         for line in note_lines(result):
             console.print(f"[dim]{line}[/dim]")
-        tries = remedy_lines(result, store)
+        tries = remedy_lines(result)
         if tries:
             console.print("what to try: catalog transforms that target each finding (`envrigger run` proposes, validates and admits them)")
             for line in tries:

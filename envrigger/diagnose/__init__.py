@@ -105,7 +105,7 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             "every step has the same state (the log has no observations or positions): "
             f"{', '.join(STATE_DETECTORS)} cannot be judged and are left out; record observations or positions to have them"
         )
-    return Diagnosis(
+    diagnosis = Diagnosis(
         run=str(store.path),
         episodes=frame.n,
         steps=stats.transitions,
@@ -120,6 +120,12 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
         env_id=words.env_id,
         action_names=list(words.actions),
     )
+    from envrigger.diagnose.remedies import run_remedies  # it builds the env: imported where used
+
+    tries = run_remedies(diagnosis, store)
+    for finding in diagnosis.findings:
+        finding.what_to_try = tries.get(finding.name, [])
+    return diagnosis
 
 
 __all__ = ["DiagnoseConfig", "Diagnosis", "Evidence", "Finding", "diagnose"]

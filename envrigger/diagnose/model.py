@@ -64,6 +64,10 @@ class Finding(BaseModel):
         default_factory=list,
         description="the names of other behaviours and endings seen on (nearly) the same episodes, merged into this one",
     )
+    what_to_try: list[str] = Field(
+        default_factory=list,
+        description="the catalog transforms that target this finding (or its symptoms) on the run's env: what `envrigger run` proposes",
+    )
 
     @property
     def level(self) -> str:

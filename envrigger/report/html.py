@@ -40,9 +40,7 @@ def render_html(diagnosis: Diagnosis, store: TrajectoryStore) -> str:
     from envrigger.report.transcripts import finding_transcripts
 
     chats = finding_transcripts(diagnosis, store)
-    from envrigger.diagnose.remedies import run_remedies
-
-    tries = run_remedies(diagnosis, store)
+    tries = {f.name: f.what_to_try for f in diagnosis.findings}
     return env.from_string(TEMPLATE).render(
         d=diagnosis, figures=plots(store), finding_figures=finding_plots(diagnosis), words=words, pct=pct, brief=brief, strips=strips,
         chats=chats, tries=tries,

@@ -195,10 +195,14 @@ def test_wilson_interval_brackets_the_rate():
 
 def test_cli_formats(lava_run, tmp_path, capsys):
     assert run_cli(app, ["diagnose", str(lava_run.path)], "envrigger") == 0
-    assert "terminal_cause:lava" in capsys.readouterr().out
+    console = capsys.readouterr().out
+    assert "terminal_cause:lava" in console
     assert run_cli(app, ["diagnose", str(lava_run.path), "--format", "json", "-o", str(tmp_path / "d.json")], "envrigger") == 0
     data = json.loads((tmp_path / "d.json").read_text())
     assert data["findings"][0]["name"] == "terminal_cause:lava" and data["findings"][0]["evidence"]
+    # what to try travels with the finding in JSON, as the console and the HTML report show it
+    assert "MoveAgent" in data["findings"][0]["what_to_try"]
+    assert f"terminal_cause:lava: {', '.join(data['findings'][0]['what_to_try'][:5])}" in console
     assert run_cli(app, ["diagnose", str(lava_run.path), "--format", "html", "-o", str(tmp_path / "r.html")], "envrigger") == 0
     html = (tmp_path / "r.html").read_text()
     assert html.count("data:image/png;base64,") >= 1 and "terminal_cause:lava" in html and "<script" not in html
