@@ -156,7 +156,10 @@ def credited_training(
                 kept_records.append(with_trained)
             else:
                 extra += with_trained["steps"] + with_trained["search_steps"]
+                board = getattr(arm.learner, "board", None)
                 arm.learner = alone.learner
+                if board is not None:  # the kept copy goes on logging where the arm logs
+                    arm.learner.log_to(board)
                 sampler.__dict__.update(sampler_before.__dict__)
                 if evidence is not None and alone_evidence is not None:
                     evidence.__dict__.update(alone_evidence.__dict__)

@@ -21,6 +21,7 @@ import numpy as np
 
 from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import random_specs
+from envrigger.loop.board import LoopBoard, available
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.credit import REPLAY, Credit, credited_training
 from envrigger.loop.evaluate import evaluate
@@ -154,6 +155,7 @@ def _run_loop(
             replay.restore(json.loads((out / f"{name}-replay.json").read_text()))
         arms.append(Arm(name, learner, replay))
     probe.close()
+    board = LoopBoard(out) if available() else None  # TensorBoard, when installed: RUN/tensorboard/{ARM,loop}
     summaries = list(done)
     # The credit is part of the round's committed record, so a resumed run continues from the last finished round's.
     credit = Credit(config.credit_retire, done[-1].get("credit_state") if done else None)
@@ -205,6 +207,8 @@ def _run_loop(
             else:
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
+            if board is not None and hasattr(arm.learner, "log_to"):
+                arm.learner.log_to(board.arm_directory(arm.name))
             clock = time.perf_counter()
             with stage(f"training {arm.name}", config.budget_steps) as advance:
                 if arm.name == "rigger" and credited:
@@ -277,9 +281,13 @@ def _run_loop(
         _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
         library.complete_round(number, summary)  # the commit point of the round
         summaries.append(summary)
+        if board is not None:
+            board.round(summary)
         if on_round is not None:
             on_round(summary)
     library.close()
+    if board is not None:
+        board.close()
     final_path = out / "final.json"
     if final_path.is_file():
         final = json.loads(final_path.read_text())

@@ -72,11 +72,12 @@ class _Featurized(gym.ObservationWrapper):
         return self.features(observation)
 
     # SB3's vectorized env deep-copies every step's info, and PPO reads none of ours (the mixture
-    # below already took the verdict): an empty info saves the copies.
+    # below already took the verdict): an empty info saves the copies. Only ``is_success``, which
+    # SB3 logs as rollout/success_rate when TensorBoard is on, is passed on.
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:
         obs, _ = super().reset(**kwargs)
         return obs, {}
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
-        obs, reward, terminated, truncated, _ = super().step(action)
-        return obs, reward, terminated, truncated, {}
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {"is_success": info["is_success"]} if "is_success" in info else {}

@@ -138,11 +138,22 @@ class PPOLearner:
         self.features = Features(env.observation_space)
         self.discrete = isinstance(env.action_space, gym.spaces.Discrete)
         self.model = self._build(env)
+        self.board: Path | None = None
+
+    def log_to(self, directory: Path | None) -> None:
+        """Log training to TensorBoard under ``directory`` through SB3's own logger (None: stop); changes nothing trained."""
+        self.board = None if directory is None else Path(directory)
 
     def _vec(self, factories: list[Callable[[], gym.Env]]) -> Any:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
+        logged = getattr(self, "board", None) is not None
+
         def featurized(make: Callable[[], gym.Env]) -> Callable[[], gym.Env]:
+            if logged:  # episode returns, lengths and the verdict's success for SB3's rollout/* scalars
+                from stable_baselines3.common.monitor import Monitor
+
+                return lambda: Monitor(_Featurized(_Successes(make()), self.features), info_keywords=("is_success",))
             return lambda: _Featurized(make(), self.features)
 
         return DummyVecEnv([featurized(make) for make in factories])
@@ -185,6 +196,10 @@ class PPOLearner:
         before = self.model.num_timesteps
         try:
             with _one_thread():
+                if getattr(self, "board", None) is not None:
+                    from stable_baselines3.common.logger import configure
+
+                    self.model.set_logger(configure(str(self.board), ["tensorboard"]))
                 self.model.set_env(vec)
                 self.model.set_random_seed(int(seed))
                 self.model.learn(total_timesteps=int(steps), reset_num_timesteps=False, progress_bar=False)
@@ -220,7 +235,19 @@ class PPOLearner:
         learner.discrete = isinstance(env.action_space, gym.spaces.Discrete)
         placeholder = learner._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(learner.params["n_envs"]))
         learner.model = PPO.load(str(target), env=placeholder, device="cpu")
+        learner.board = None
         return learner
+
+
+class _Successes(gym.Wrapper):
+    """Adds ``info["is_success"]`` (the verdict's success) at an episode's end, which SB3 logs as ``rollout/success_rate``."""
+
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            verdict = info.get("verdict")
+            info = {**info, "is_success": bool(getattr(verdict, "success", False))}
+        return obs, reward, terminated, truncated, info
 
 
 class _Spaces(gym.Env):
