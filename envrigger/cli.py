@@ -930,6 +930,24 @@ def export_command(
     console.print(f"wrote {written['registry']} and package {written['package']} (pip install {links}{written['package']})")
 
 
+@app.command("report")
+def report_command(
+    run: Path = typer.Argument(..., metavar="RUN_DIR", help="A loop run directory (envrigger run -o DIR), finished or interrupted."),
+) -> None:
+    """Rebuild RUN_DIR/report.html: validation by round, what each arm trained on, candidates and gates, held-out table, spend.
+
+    A directory of several master seeds (--seeds N) gets an index with the across-seed table
+    and a page per seed. envrigger run writes the page itself after every round.
+
+    Example: envrigger report runs/demo && xdg-open runs/demo/report.html
+    """
+    from envrigger.report.run import write_run_report
+
+    if not run.is_dir():
+        raise UserError(f"RUN_DIR: {run} is not a directory; give the directory of `envrigger run -o DIR`")
+    console.print(f"wrote {write_run_report(run)}")
+
+
 @app.command("proxy")
 def proxy_command(
     upstream: str = typer.Option(

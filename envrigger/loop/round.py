@@ -138,6 +138,7 @@ def rigger_round(
     )
     admitted: list[Any] = []
     labels: list[str] = []  # what each admitted component adds to the base env, as `library list` names transforms
+    tried: list[dict[str, Any]] = []  # every candidate: what it adds, why, and each gate's outcome (the run report shows them)
     transfer_steps, transfer_levels = 0, set[str]()
     for index, candidate in enumerate(candidates):
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
@@ -148,6 +149,16 @@ def rigger_round(
             result.gates.append(gate)
             result.passed = gate.passed
             log(f"round {number}: transfer gate {'passed' if gate.passed else 'failed'}: {gate.detail}")
+        tried.append(
+            {
+                "label": transforms_label(candidate.added) or candidate.spec.env_id,
+                "finding": candidate.finding,
+                "origin": candidate.origin,
+                "passed": result.passed,
+                "error": result.error,
+                "gates": [{"gate": g.gate, "passed": g.passed, "detail": g.detail[:300]} for g in result.gates],
+            }
+        )
         if result.passed:
             component = library.admit(
                 candidate.spec,
@@ -176,6 +187,7 @@ def rigger_round(
         "admitted": admitted,
         "admitted_labels": labels,
         "rejected_by": rejected,
+        "tried": tried,
         "mastered": [h for h, _, _ in solved],
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,
