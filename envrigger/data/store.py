@@ -11,7 +11,11 @@ only once the manifest names it, so a writer killed at any point leaves the run 
 with every committed episode whole, and readers never see half an episode. Opening a run
 checks that every listed part is there with its size; reading a part checks its checksum;
 a missing, truncated or altered part is an error naming the file (``envrigger verify``
-checks them all). One writer at a time: :class:`DirectoryLock`.
+checks them all, and any hash-chained log the run holds, ``calls.jsonl``). A manifest entry
+out of shape (a name that is not ``part-NNNNNN.parquet``, a count or checksum missing) is
+refused as a damaged manifest. A damaged part never stops later recording: each part's
+episode-id range is in the manifest, so appends go on with fresh ids (the damage is still
+reported on reading and by verify). One writer at a time: :class:`DirectoryLock`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
 import tempfile
 from collections.abc import Iterator
@@ -118,6 +123,29 @@ def _fsync_dir(path: Path) -> None:
 
 
 MANIFEST = "manifest.json"
+PART_NAME = re.compile(r"part-[0-9]{6}\.parquet")
+SHA256 = re.compile(r"[0-9a-f]{64}")
+CHAINED_LOGS = {"calls.jsonl": "call"}  # hash-chained logs a run directory may hold (the live proxy's model calls), checked by verify
+
+
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _part_problem(part: Any) -> str | None:
+    """What is wrong with one manifest entry, or None: a part is named part-NNNNNN.parquet, with counts, sizes and checksums."""
+    if not isinstance(part, dict):
+        return "is not an object"
+    if not isinstance(part.get("name"), str) or not PART_NAME.fullmatch(part["name"]):
+        return "has no part-NNNNNN.parquet name"
+    for kind in ("episodes", "steps"):
+        if not _count(part.get(kind)) or not _count(part.get(f"{kind}_bytes")):
+            return f"has no whole-number {kind} count or size"
+        if not isinstance(part.get(f"{kind}_sha256"), str) or not SHA256.fullmatch(part[f"{kind}_sha256"]):
+            return f"has no {kind} checksum"
+    if ("first_id" in part) != ("last_id" in part) or any(k in part and type(part[k]) is not int for k in ("first_id", "last_id")):
+        return "has a broken episode-id range"
+    return None
 
 
 def write_json_atomically(value: Any, path: Path) -> None:
@@ -228,9 +256,15 @@ class TrajectoryStore:
         try:
             manifest: dict[str, Any] = json.loads(path.read_text())
             parts = manifest["parts"]
-            assert isinstance(parts, list) and all(isinstance(p, dict) and isinstance(p["name"], str) for p in parts)
-        except (ValueError, KeyError, TypeError, AssertionError):
+            assert isinstance(parts, list)
+        except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
             raise TrajectoryError(f"{path}: damaged; restore it from a copy, or collect the run again") from None
+        for number, part in enumerate(parts):
+            problem = _part_problem(part)
+            if problem is None and any(p.get("name") == part["name"] for p in parts[:number]):
+                problem = f"names {part['name']} twice"
+            if problem is not None:  # never a path outside the run, nor a raw KeyError later
+                raise TrajectoryError(f"{path}: damaged (its part {number} {problem}); restore it from a copy, or collect the run again")
         for part in parts:
             for kind in ("episodes", "steps"):
                 file = self.path / kind / part["name"]
@@ -271,6 +305,12 @@ class TrajectoryStore:
                         problems.append(f"{file}: checksum differs from the committed one (altered); restore it from a copy")
                 except (OSError, pa.ArrowInvalid) as error:
                     problems.append(f"{file}: unreadable ({str(error).splitlines()[0]}); restore it from a copy")
+        from envrigger.data.chain import ChainedLog
+
+        for name, key in CHAINED_LOGS.items():
+            log = self.path / name
+            if log.is_file():
+                problems += [f"{log}: {problem}; restore the file from a copy" for problem in ChainedLog(log, key).scan()[1]]
         return problems
 
     # -- writing -----------------------------------------------------------------------
@@ -321,6 +361,8 @@ class TrajectoryStore:
             _write_parquet_atomically(episodes, self.path / "episodes" / name)
             if self.manifest is not None:
                 part = {"name": name, "episodes": episodes.num_rows, "steps": steps.num_rows}
+                # The part's id range, kept in the manifest: ids are never handed out twice even once the part is damaged.
+                part["first_id"], part["last_id"] = min(ids), max(ids)
                 for kind in ("episodes", "steps"):
                     file = self.path / kind / name
                     part[f"{kind}_bytes"], part[f"{kind}_sha256"] = file.stat().st_size, _sha256(file)
@@ -364,24 +406,40 @@ class TrajectoryStore:
         """Re-read the manifest as committed on disk (after an interrupt that may have landed right after a commit)."""
         self.manifest = self._load_manifest()
 
+    def _ids(self, name: str) -> frozenset[int]:
+        """A part's episode ids; for a damaged part, every id in the range the manifest committed for it (if it has one)."""
+        part = self._part(name)
+        # A committed part never changes (its checksum is in the manifest): read its ids once, not at every append.
+        key = (name, part["episodes_sha256"]) if part is not None else None
+        known = self._part_ids.get(key) if key is not None else None
+        if known is None:
+            try:
+                known = frozenset(self._read(self.path / "episodes" / name, ["episode_id"]).column("episode_id").to_pylist())
+            except TrajectoryError:
+                if part is None or "first_id" not in part:
+                    raise
+                return frozenset(range(part["first_id"], part["last_id"] + 1))  # damaged: its ids are never handed out again
+            if key is not None:
+                self._part_ids[key] = known
+        return known
+
     def episode_ids(self) -> set[int]:
+        """Every stored episode id (a damaged part counts with its whole committed id range, so none is reused)."""
         ids: set[int] = set()
         for name in self._part_names():
-            part = self._part(name)
-            # A committed part never changes (its checksum is in the manifest): read its ids once, not at every append.
-            key = (name, part["episodes_sha256"]) if part is not None else None
-            known = self._part_ids.get(key) if key is not None else None
-            if known is None:
-                known = frozenset(self._read(self.path / "episodes" / name, ["episode_id"]).column("episode_id").to_pylist())
-                if key is not None:
-                    self._part_ids[key] = known
-            ids |= known
+            ids |= self._ids(name)
         return ids
 
     def next_episode_id(self) -> int:
-        """The id the next appended episode should take."""
-        ids = self.episode_ids()
-        return max(ids) + 1 if ids else 0
+        """The id the next appended episode should take (above every committed part's, damaged or not)."""
+        top = -1
+        for name in self._part_names():
+            part = self._part(name)
+            if part is not None and "last_id" in part:
+                top = max(top, int(part["last_id"]))  # from the manifest: no part is read
+            else:
+                top = max([top, *self._ids(name)])
+        return top + 1
 
     def __len__(self) -> int:
         if self.manifest is not None:

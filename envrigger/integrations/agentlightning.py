@@ -9,8 +9,9 @@ an Agent Lightning store's rollouts into a run directory that ``envrigger diagno
 Each rollout's episode travels in the store as one object span (``envharness.episode/1``:
 the episode and its steps as ``envrigger collect`` stores them, model calls included). For
 a served env, the server's own record is the one no code in the runner can change: give
-``convert`` the run ``envharness serve --record RUN`` wrote, and every served episode is
-checked against it (same session, verdict, level and actions) and taken from it, or refused.
+``convert`` the run ``envharness serve --record RUN`` wrote, and every episode is checked
+against it (same session, verdict, level and actions), whatever its payload says about
+itself, and taken from it, or refused; a served session is stored at most once.
 
 Needs the ``agentlightning`` extra (``pip install "envharness[agentlightning]"``).
 """
@@ -29,7 +30,7 @@ from typing import Any
 from envharness.errors import SpecError
 from envrigger.agents.chat import ChatAgent, Endpoint, _openai
 from envrigger.agents.harness import AgentHarness, default_harness
-from envrigger.data import EpisodeRecord, StepRecord, TrajectoryStore
+from envrigger.data import EpisodeRecord, StepRecord, TrajectoryStore, episodes_table, steps_table
 from envrigger.rollout.episode import run_episode
 
 # agentlightning imports litellm, which otherwise fetches a model price table from the internet on import
@@ -169,7 +170,7 @@ class EnvAgent(agl.LitAgent[dict[str, Any]]):
 
 @dataclass
 class Conversion:
-    """What :func:`convert` did: episodes stored, rollouts skipped (by reason) and refused (rollout id, reason)."""
+    """What :func:`convert` did: episodes stored, rollouts skipped (by reason) and refused (rollout id, reason), malformed spans."""
 
     run: Path
     episodes: int = 0
@@ -177,6 +178,7 @@ class Conversion:
     refused: list[tuple[str, str]] = field(default_factory=list)
     verified: int = 0  # served episodes checked against the server's record
     unverified: int = 0  # served episodes stored as the runner reported them (no server record given)
+    malformed: int = 0  # object spans that could not be decoded: skipped, counted
 
     def summary(self) -> str:
         parts = [f"{self.episodes} episodes into {self.run}"]
@@ -185,34 +187,55 @@ class Conversion:
         if self.unverified:
             parts.append(f"{self.unverified} served ones as the runner reported them (give the server's --record run to check them)")
         parts += [f"{n} skipped: {why}" for why, n in sorted(self.skipped.items())]
+        if self.malformed:
+            parts.append(f"{self.malformed} malformed object spans skipped")
         if self.refused:
             parts.append(f"{len(self.refused)} refused (first: {self.refused[0][0]}: {self.refused[0][1]})")
         return "; ".join(parts)
 
 
-def _payloads(spans: list[Any]) -> list[Any]:
-    found = []
+def _payloads(spans: list[Any]) -> tuple[list[Any], int]:
+    """The envharness episodes among a rollout's object spans, and how many object spans could not be decoded at all."""
+    found, malformed = [], 0
     for span in spans:
-        if span.name != AGL_OBJECT:
+        if getattr(span, "name", None) != AGL_OBJECT:
             continue
         try:
             value = get_object_value(span)
-        except RuntimeError:
+        except Exception:  # noqa: BLE001 - whatever a hostile span makes Agent Lightning's decoder raise: skipped and counted
+            malformed += 1
             continue
         if isinstance(value, dict) and value.get("format") == FORMAT:
             found.append(value)
-    return found
+    return found, malformed
+
+
+def _malformed(error: BaseException) -> ValueError:
+    return ValueError(
+        f"its envharness episode is malformed ({type(error).__name__}: {str(error).splitlines()[0][:80] if str(error) else ''})"
+    )
 
 
 def _records(payload: dict[str, Any]) -> tuple[EpisodeRecord, list[StepRecord]]:
     try:
         episode = EpisodeRecord.from_row(payload["episode"])
         steps = [StepRecord.from_row(row) for row in payload["steps"]]
-    except (KeyError, TypeError, ValueError) as error:
-        raise ValueError(f"its envharness episode is malformed ({type(error).__name__}: {str(error)[:80]})") from None
-    if len(steps) != episode.length or [s.t for s in steps] != list(range(len(steps))):
-        raise ValueError(f"its envharness episode is malformed ({len(steps)} steps for length {episode.length})")
+    except Exception as error:  # noqa: BLE001 - any shape a payload takes: refused with its reason, never the conversion aborted
+        raise _malformed(error) from None
+    if type(episode.length) is not int or len(steps) != episode.length or [s.t for s in steps] != list(range(len(steps))):
+        raise ValueError(f"its envharness episode is malformed ({len(steps)} steps for length {episode.length!r})")
+    if not isinstance(episode.session_id, str) or not episode.session_id:
+        raise ValueError("its envharness episode names no session")
     return episode, steps
+
+
+def _storable(episode: EpisodeRecord, steps: list[StepRecord]) -> None:
+    """Refuse (ValueError) an episode whose fields would not go into the run's tables: checked before anything is written."""
+    try:
+        episodes_table([episode])
+        steps_table(steps)
+    except Exception as error:  # noqa: BLE001 - Arrow's errors for a field of the wrong type
+        raise _malformed(error) from None
 
 
 def _checked(episode: EpisodeRecord, steps: list[StepRecord], server: dict[str, tuple[EpisodeRecord, list[StepRecord]]]) -> tuple[EpisodeRecord, list[StepRecord]]:  # fmt: skip
@@ -248,14 +271,13 @@ async def convert_async(store: Any, run: str | Path, *, served: str | Path | Non
                 server[episode.session_id] = (episode, steps)
     done = Conversion(Path(run))
     rollouts = sorted(await store.query_rollouts(), key=lambda r: (r.start_time or 0.0, r.rollout_id))
-    episodes: list[EpisodeRecord] = []
-    all_steps: list[StepRecord] = []
-    origin: dict[str, Any] = {}
+    kept: list[tuple[Any, EpisodeRecord, list[StepRecord], str]] = []  # rollout, episode, steps, how it was checked
     for rollout in rollouts:
         if rollout.status not in FINISHED:
             done.skipped[f"not finished ({rollout.status})"] += 1
             continue
-        payloads = _payloads(list(await store.query_spans(rollout.rollout_id, attempt_id="latest")))
+        payloads, malformed = _payloads(list(await store.query_spans(rollout.rollout_id, attempt_id="latest")))
+        done.malformed += malformed
         if not payloads:
             done.skipped[f"{rollout.status}, with no envharness episode (not played by EnvAgent)"] += 1
             continue
@@ -265,15 +287,39 @@ async def convert_async(store: Any, run: str | Path, *, served: str | Path | Non
             if payloads[0].get("rollout_id") != rollout.rollout_id:
                 raise ValueError("its envharness episode names another rollout")
             episode, steps = _records(payloads[0])
-            if payloads[0].get("served"):
-                if served is not None:
-                    episode, steps = _checked(episode, steps, server)
-                    done.verified += 1
-                else:
-                    done.unverified += 1
+            if served is not None:  # every payload, whatever it says about itself: the server's record is the truth
+                episode, steps = _checked(episode, steps, server)
+                how = "verified"
+            elif payloads[0].get("served"):
+                how = "unverified"
+            elif episode.session_id != rollout.rollout_id:  # an env built in the runner: its session is its rollout
+                raise ValueError(
+                    f"it says its env was built in the runner, but its session id {episode.session_id!r} is not its rollout id"
+                )
+            else:
+                how = "local"
+            _storable(episode, steps)
         except ValueError as refused:
             done.refused.append((rollout.rollout_id, str(refused)))
             continue
+        kept.append((rollout, episode, steps, how))
+    # One claim per session: an episode played once is stored at most once. Which of several claimants played it
+    # cannot be told from the store, so none of them is stored.
+    claims: dict[str, list[str]] = {}
+    for rollout, episode, _, _ in kept:
+        claims.setdefault(str(episode.session_id), []).append(rollout.rollout_id)
+    episodes: list[EpisodeRecord] = []
+    all_steps: list[StepRecord] = []
+    origin: dict[str, Any] = {}
+    for rollout, episode, steps, how in kept:
+        claimants = claims[str(episode.session_id)]
+        if len(claimants) > 1:
+            named = ", ".join(claimants[:3]) + (", ..." if len(claimants) > 3 else "")
+            done.refused.append((rollout.rollout_id, f"its session {episode.session_id!r} is claimed by {len(claimants)} rollouts ({named}); "
+                                 "which one played it cannot be told, so none is stored"))  # fmt: skip
+            continue
+        done.verified += how == "verified"
+        done.unverified += how == "unverified"
         episode_id = len(episodes)
         episode.episode_id = episode_id
         for step in steps:
@@ -296,8 +342,11 @@ def convert(store: Any, run: str | Path, *, served: str | Path | None = None) ->
     ``store`` is any ``LightningStore`` (in memory, or a ``LightningStoreClient`` of a
     running ``agl store``). Each finished rollout that carries an envharness episode becomes
     one episode (its session id: the served session, or the rollout id); others are skipped
-    and counted. With ``served`` (the run of ``envharness serve --record``), each served
-    episode must match the server's record, and is stored from it; one that does not is refused.
+    and counted. With ``served`` (the run of ``envharness serve --record``), every episode,
+    whatever its payload says about itself, must match the server's record, and is stored
+    from it; one that does not is refused. A session is stored at most once: when several
+    rollouts claim one, none of them is. A span that cannot be decoded, or an episode of the
+    wrong shape, is skipped and counted (``malformed``, ``refused``); it never aborts the rest.
 
     Example:
         >>> import tempfile

@@ -75,12 +75,12 @@ def _factors(ledger: Any, base_url: str | None, model: str | None, policy: str |
         harness = AgentHarness.from_json(harness_path.read_text(), source=str(harness_path))
     else:
         harness = default_harness(spec.env_id)
-    check_endpoint(Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout, prices=prices))  # type: ignore[union-attr]
-    return Cell(
-        model=ModelFactor(kind="endpoint", base_url=base_url.rstrip("/"), model=model, api_key_env=api_key_env),  # type: ignore[union-attr]
-        harness=HarnessFactor(kind="agent", harness=json.loads(harness.to_json())),
-        environment=environment,
-    )
+    factor = ModelFactor(kind="endpoint", base_url=base_url.rstrip("/"), model=model, api_key_env=api_key_env)  # type: ignore[union-attr]
+    secret = factor.secret_problem()
+    if secret is not None:  # before anything names the URL or the variable: a key is never echoed, nor stored
+        raise UserError(secret)
+    check_endpoint(Endpoint(str(factor.base_url), model, api_key_env=api_key_env, timeout_s=timeout, prices=prices))
+    return Cell(model=factor, harness=HarnessFactor(kind="agent", harness=json.loads(harness.to_json())), environment=environment)
 
 
 @ledger_app.command("eval")

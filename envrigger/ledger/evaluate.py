@@ -135,12 +135,18 @@ def evaluate_cell(
 
     spec = cell.environment.harness_spec()
     check_env(ledger, spec)
+    for problem in (cell.model.secret_problem(), cell.model.changed()):
+        if problem is not None:  # a key never reaches the run; a policy file changed since its identity was taken is another policy
+            raise TrajectoryError(problem)
     agent = _agent(cell, concurrency, prices or {}, timeout)
     run = ledger.path.with_name(ledger.path.name + ".runs") / cell.key()
     shutil.rmtree(run, ignore_errors=True)  # an evaluation a crash cut short starts over
     seeds = [seed for seed, _ in ledger.tasks()]
     backend = "serial" if concurrency > 1 or cell.model.kind == "endpoint" else "process"
     store = rollout(spec, agent, seeds=seeds, out=run, backend=backend, concurrency=concurrency, progress=progress, workers=2)
+    changed = cell.model.changed()
+    if changed is not None:  # it changed while it played: what was played is not what the identity names
+        raise TrajectoryError(changed)
     return results_of(store, seeds), str(run.relative_to(ledger.path.parent))
 
 

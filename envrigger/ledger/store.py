@@ -9,8 +9,9 @@ a release names one cell.
 Damage is detected, never read as data, as in the library: WAL mode with full sync, a
 SHA-256 over every row checked when it is read, and the counts of committed rows kept
 beside the file (``LEDGER.db.commit.json``), so a database that comes back behind them (a
-damaged or lost ``-wal`` file) is refused. An SQLite file that is not a ledger is refused
-and left untouched.
+damaged or lost ``-wal`` file) is refused. An SQLite file that is not a ledger (any schema
+object, a trigger, view or index included, that a ledger does not have) is refused before
+anything is written to it, and left byte-identical (:func:`envrigger.data.sqlite.open_ours`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from envrigger.data import TrajectoryError, write_json_atomically
+from envrigger.data.sqlite import open_ours, schema_objects, statements
 from envrigger.ledger.factors import Cell
 
 KIND = "envrigger-ledger"
@@ -40,7 +42,8 @@ CREATE TABLE IF NOT EXISTS releases (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE, cell TEXT NOT NULL, created TEXT NOT NULL, checksum TEXT NOT NULL
 );
 """
-TABLES = {"meta", "tasks", "cells", "results", "releases", "sqlite_sequence"}
+ALLOWED = schema_objects(statements(SCHEMA))  # every schema object a ledger holds: anything else is not a ledger
+HINT = "point at a ledger made by `envrigger ledger init`"
 COUNTED = ("tasks", "cells", "results", "releases")
 
 
@@ -85,15 +88,9 @@ class Ledger:
         self.path = Path(path)
         if not _create and not self.path.is_file():
             raise TrajectoryError(f"ledger {self.path} does not exist; make one with `envrigger ledger init {self.path} --env ENV_ID`")
+        # Nothing is written (not even the journal mode) before the file is known to be a ledger: one refused is left as it was.
+        self.db = open_ours(self.path, ALLOWED, "ledger", HINT, empty_ok=_create)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and not {"meta", "tasks", "releases"} <= tables:
-                self.db.close()
-                raise TrajectoryError(
-                    f"{self.path}: an SQLite database, but not a ledger (tables {', '.join(sorted(tables)[:4])}); "
-                    "point at a ledger made by `envrigger ledger init`"
-                )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             if check:
@@ -102,17 +99,18 @@ class Ledger:
                     raise TrajectoryError(f"{self.path}: damaged ({found[0]}); restore the ledger from a copy")
             if _create:
                 with self._transaction():
-                    for statement in SCHEMA.split(";"):
-                        if statement.strip():
-                            self.db.execute(statement)
+                    for statement in statements(SCHEMA):
+                        self.db.execute(statement)
             elif self._meta_value("kind") != KIND:
-                raise TrajectoryError(f"{self.path}: not a ledger (no ledger metadata); point at a ledger made by `envrigger ledger init`")
+                raise TrajectoryError(f"{self.path}: not a ledger (no ledger metadata); {HINT}")
             else:
                 self._check_commits()
         except sqlite3.DatabaseError as error:
-            raise TrajectoryError(
-                f"{self.path}: not a ledger database ({error}); point at a ledger made by `envrigger ledger init`"
-            ) from None
+            self.db.close()
+            raise TrajectoryError(f"{self.path}: not a ledger database ({str(error).splitlines()[0]}); {HINT}") from None
+        except BaseException:
+            self.db.close()
+            raise
 
     @classmethod
     def create(cls, path: str | Path, env: Any, tasks: list[tuple[int, str]], seed: int) -> Ledger:
@@ -249,6 +247,9 @@ class Ledger:
         """Store an evaluated cell with one result per task (and name it ``release``), in one transaction."""
         if len(results) != len(self.tasks()):
             raise TrajectoryError(f"{len(results)} results for {len(self.tasks())} tasks; a cell is stored whole or not at all")
+        secret = cell.model.secret_problem()
+        if secret is not None:  # a key never goes into the ledger (nor into this error)
+            raise TrajectoryError(secret)
         key, cell_json, when = cell.key(), cell.model_dump_json(), _now()
         with self._transaction():
             if self.db.execute("SELECT 1 FROM cells WHERE key=?", (key,)).fetchone() is None:

@@ -1,33 +1,29 @@
 """The durable log of an external agent's model calls: :class:`CallLog` (``RUN/calls.jsonl``).
 
-One JSON object per line, each with the SHA-256 of its own content, written with one
-``write`` and an ``fsync`` before the proxy answers the caller: a call the agent got an
-answer to is on disk. A line cut short by a kill (no whole record, no checksum) is left
-out and counted (``torn``), never read as a call, and the next append starts on a fresh
-line; a line whose checksum does not match its content was altered, and reading refuses
-the log, naming the line.
+A hash-chained log (:class:`envrigger.data.chain.ChainedLog`): one JSON object per line,
+each with the SHA-256 of its own content and of the line before it, written with one
+``write`` and an ``fsync`` before the proxy answers the caller, so a call the agent got an
+answer to is on disk. A line a kill cut short is left out and counted (``torn``), never
+read as a call, and the next append starts on a fresh line. Any other damage (a line
+altered, cut, removed, added or moved) is refused by :meth:`CallLog.read`, naming the line;
+:meth:`CallLog.scan` gives the intact calls and the damage found, for a recorder that must
+go on recording (``envharness serve --record``), and ``envrigger verify RUN`` reports it.
+Appending never reads the log, so a damaged log never stops the proxy.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import threading
 from pathlib import Path
 from typing import Any
 
 from envrigger.data import TrajectoryError
+from envrigger.data.chain import ChainedLog, Problem
 
 NAME = "calls.jsonl"
 
 
-def _digest(call: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(call, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-class CallLog:
-    """Append-only, checksummed model calls of one run directory.
+class CallLog(ChainedLog):
+    """Append-only, hash-chained model calls of one run directory.
 
     Example:
         >>> import tempfile
@@ -38,43 +34,26 @@ class CallLog:
     """
 
     def __init__(self, run: str | Path) -> None:
-        self.path = Path(run) / NAME
-        self._lock = threading.Lock()
-        self.torn = 0  # lines the last read left out: cut short by a kill
-
-    def append(self, call: dict[str, Any]) -> None:
-        line = json.dumps({"call": call, "sha256": _digest(call)}, separators=(",", ":")) + "\n"
-        with self._lock:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab+") as handle:
-                handle.seek(0, os.SEEK_END)
-                if handle.tell():  # a line a kill cut short has no newline: start on a fresh one
-                    handle.seek(-1, os.SEEK_END)
-                    if handle.read(1) != b"\n":
-                        handle.write(b"\n")
-                handle.write(line.encode())
-                handle.flush()
-                os.fsync(handle.fileno())
+        super().__init__(Path(run) / NAME, "call")
 
     def read(self, session: str | None = None) -> list[dict[str, Any]]:
-        """Every call (of ``session``, if given) in the order recorded; a torn last line is left out."""
-        self.torn = 0
-        if not self.path.is_file():
-            return []
-        out = []
-        with open(self.path, "rb") as handle:
-            lines = handle.read().split(b"\n")
-        for number, raw in enumerate(lines, start=1):
-            if not raw.strip():
-                continue
-            try:
-                entry = json.loads(raw)
-                call, digest = entry["call"], entry["sha256"]
-            except (ValueError, KeyError, TypeError):  # a line a kill cut short mid-write (appends go on after it)
-                self.torn += 1
-                continue
-            if _digest(call) != digest:
-                raise TrajectoryError(f"{self.path}: line {number} was altered (checksum differs); restore the file from a copy")
-            if session is None or call.get("gen_ai.conversation.id") == session:
-                out.append(call)
-        return out
+        """Every call (of ``session``, if given) in the order recorded; a torn line is left out; any other damage is refused."""
+        calls, problems = self.scan_calls(session)
+        if problems:
+            raise refusal(self.path, problems)
+        return calls
+
+    def scan_calls(self, session: str | None = None) -> tuple[list[dict[str, Any]], list[Problem]]:
+        """The intact calls (of ``session``, if given) and every problem found, without refusing: for recording on."""
+        records, problems = self.scan()
+        calls = [call for _, call in records if session is None or call.get("gen_ai.conversation.id") == session]
+        return calls, problems
+
+
+def refusal(path: Path, problems: list[Problem]) -> TrajectoryError:
+    """The one-line error for a damaged call log: the first problem, and how many more (never a line's content)."""
+    more = f" (and {len(problems) - 1} more damaged lines)" if len(problems) > 1 else ""
+    return TrajectoryError(f"{path}: {problems[0]}{more}; restore the file from a copy")
+
+
+__all__ = ["NAME", "CallLog", "refusal"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,8 @@ class StoreRecorder:
 
     The server holds the run's writer lock while it runs, so a `collect` into the same
     directory is refused, as with two collections. The policy id is ``remote``; the
-    session id is stored with the episode.
+    session id is stored with the episode. A damaged call log never stops the recording:
+    the session's intact calls are joined, and each damaged line is reported on stderr once.
 
     Example:
         >>> import tempfile
@@ -54,6 +56,7 @@ class StoreRecorder:
         self.store = TrajectoryStore.create(Path(run), meta={"recorded_by": "envharness serve"}, exist_ok=True)
         self._lock = threading.Lock()
         self.calls = CallLog(run)
+        self.problems: list[str] = []  # damage found in the call log, reported on stderr as found
         self._writing = self.store.writing()
         self._writing.__enter__()  # for as long as the server runs: one writer per run directory
 
@@ -61,7 +64,7 @@ class StoreRecorder:
                error: str | None, wall_time: float, opened: float = 0.0) -> None:  # fmt: skip
         spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
         adapter = getattr(env, "adapter", None)
-        calls = self.calls.read(session_id)  # what the proxy recorded for this session, if it records into this run
+        calls = self._calls(session_id)  # what the proxy recorded for this session, if it records into this run
         with self._lock:
             episode_id = self.store.next_episode_id()
             records = [
@@ -83,6 +86,18 @@ class StoreRecorder:
             if adapter is not None:
                 note_ending(record, adapter)
             self.store.append([record], records)
+
+    def _calls(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's intact calls; damage to the log is reported (once per damaged line), and never stops the recording."""
+        calls, problems = self.calls.scan_calls(session_id)
+        for problem in problems:
+            if str(problem) not in self.problems:
+                self.problems.append(str(problem))
+                left = "its call is still joined (its own checksum holds)" if problem.usable else "its call is left out"
+                print(
+                    f"envrigger: warning: {self.calls.path}: {problem}; {left}; restore the file from a copy", file=sys.stderr, flush=True
+                )
+        return calls
 
     def close(self) -> None:
         self._writing.__exit__(None, None, None)

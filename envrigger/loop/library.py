@@ -9,8 +9,9 @@ of its content, checked whenever it is read; after each commit the library versi
 row counts are also written to ``library.db.commit.json`` (outside SQLite), so a database
 that comes back behind it (a damaged or lost ``-wal`` file drops the newest transactions
 silently) is refused; ``Library(path, check=True)`` (and ``envrigger verify``) also runs
-SQLite's ``integrity_check``. A file that is an SQLite database but not a library is
-refused, not written to.
+SQLite's ``integrity_check``. A file that is not a library (not SQLite, or any schema object,
+a trigger, view or index included, that a library does not have) is refused before anything
+is written to it, and left byte-identical (:func:`envrigger.data.sqlite.open_ours`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pydantic import BaseModel
 
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, write_json_atomically
+from envrigger.data.sqlite import open_ours, schema_objects, statements
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -53,7 +55,13 @@ CREATE TABLE IF NOT EXISTS rounds (
     checksum TEXT
 );
 """
-OURS = {"meta", "components", "rounds", "sqlite_sequence"}
+# Every schema object a library holds, today's and those of libraries written before row checksums: anything else is not a library.
+_LEGACY = SCHEMA.replace(",\n    checksum TEXT", "")
+ALLOWED = schema_objects(
+    statements(SCHEMA),
+    statements(_LEGACY),
+    [*statements(_LEGACY), *(f"ALTER TABLE {table} ADD COLUMN checksum TEXT" for table in ("components", "rounds"))],
+)
 
 
 def _checksum(values: tuple[Any, ...]) -> str:
@@ -98,15 +106,9 @@ class Library:
         if not create and not self.path.is_file():
             raise TrajectoryError(f"library {self.path} does not exist; run `envrigger run` to build one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Nothing is written (not even the journal mode) before the file is known to be a library: one refused is left as it was.
+        self.db = open_ours(self.path, ALLOWED, "library", "point at a library.db written by envrigger", empty_ok=create)
         try:
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if tables and ("meta" not in tables or "components" not in tables):
-                self.db.close()
-                raise TrajectoryError(
-                    f"{self.path}: an SQLite database, but not a library (tables {', '.join(sorted(tables)[:4])}); "
-                    "point at a library.db written by envrigger"
-                )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             if check:
@@ -123,7 +125,11 @@ class Library:
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('version', '0')")
             self._check_commits()
         except sqlite3.DatabaseError as error:
+            self.db.close()
             raise TrajectoryError(f"{self.path}: not a library database ({error}); point at a library.db written by envrigger") from None
+        except BaseException:
+            self.db.close()
+            raise
 
     # -- what was committed, kept outside SQLite -------------------------------------------
     @property

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,19 +16,19 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from envharness.errors import EnvHarnessError
+from envrigger.data.sqlite import schema_objects, statements
 from envrigger.skills.retrieve import bm25_rank, tokens
 
 MAX_SKILL_CHARS = 300
 MAX_WHEN_CHARS = 160
 MAX_EPISODES_KEPT = 50
-APPLICATION_ID = 0x534B494C  # "SKIL": marks a skill library in the SQLite header
-_HEADER = b"SQLite format 3\x00"
 _SCHEMA = """
 CREATE TABLE versions (version INTEGER PRIMARY KEY, release TEXT NOT NULL, round INTEGER NOT NULL, created REAL NOT NULL,
                        added INTEGER NOT NULL, merged INTEGER NOT NULL);
 CREATE TABLE skills (key TEXT NOT NULL, release TEXT NOT NULL, version INTEGER NOT NULL, skill TEXT NOT NULL,
                      PRIMARY KEY (release, key));
 """
+_ALLOWED = schema_objects(statements(_SCHEMA))  # every schema object a skill library holds: anything else is not one
 
 
 class SkillLibraryError(EnvHarnessError):
@@ -102,25 +101,24 @@ class SkillLibrary:
     """
 
     def __init__(self, path: str | Path, max_skills: int = 200) -> None:
-        self.path, self.max_skills = Path(path), max_skills
-        fresh = not self.path.exists() or self.path.stat().st_size == 0
-        if not fresh:
-            self._check_header()  # read, never written, before it is known to be ours
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        if fresh:
-            with self._db:
-                self._db.execute("BEGIN")
-                self._db.executescript(f"PRAGMA application_id = {APPLICATION_ID};" + _SCHEMA)
+        from envrigger.data import TrajectoryError
+        from envrigger.data.sqlite import open_ours
 
-    def _check_header(self) -> None:
-        with open(self.path, "rb") as f:
-            head = f.read(100)
-        ours = len(head) == 100 and head.startswith(_HEADER) and int.from_bytes(head[68:72], "big") == APPLICATION_ID
-        if not ours:
-            raise SkillLibraryError(
-                f"{self.path}: not a skill library (its SQLite header does not say so); give a new path or an envrigger skills file"
-            )
+        self.path, self.max_skills = Path(path), max_skills
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # the project's one check of "is this SQLite file ours", made before anything is written
+            self._db = open_ours(self.path, _ALLOWED, "skill library", "give a new path or a skills.db written by envrigger", empty_ok=True)
+        except TrajectoryError as refused:
+            raise SkillLibraryError(str(refused)) from None
+        if not self._db.execute("SELECT name FROM sqlite_master WHERE name = 'skills'").fetchone():
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in statements(_SCHEMA):
+                    self._db.execute(statement)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         self._db.close()
