@@ -14,25 +14,37 @@ The verdict is computed here, by the harness, from the base env: nothing a clien
 can change it (an ``info`` or a verdict in a request is not read; unknown fields are
 refused). A bearer token (``Authorization: Bearer ...``) is required whenever one is set,
 and one must be set to bind to anything but loopback. Bodies over ``max_body`` bytes get
-413, sessions past ``max_sessions`` get 429, sessions idle past ``idle_timeout`` seconds
-are closed. With a ``recorder`` (``--record RUN`` on the CLI), every episode a session
-plays is handed to it when it ends (see :class:`Recorder`).
+413, sessions past ``max_sessions`` get 429 (a place is reserved before a session is built,
+so simultaneous opens never exceed it), sessions idle past ``idle_timeout`` seconds are
+closed (by a reaper that runs for as long as the app does), a body must arrive within
+``body_timeout`` seconds (408). With a ``recorder`` (``--record RUN`` on the CLI), every
+episode a session plays is handed to it when it ends (see :class:`Recorder`).
+
+A session's state changes only under its own lock, and a session ends exactly once: the
+first of close, the reaper, or an env that raised ends it, records it and releases its
+env; the others find it gone (404). The token gates every route through one middleware
+(:class:`envharness.httpguard.Gate`), and the framework's own routes (OpenAPI, docs) are
+off.
 
 (No ``from __future__ import annotations`` here: FastAPI reads the routes' annotations,
 and ``Request`` is imported inside :func:`create_app`, so fastapi stays optional.)
 """
 
-import hmac
+import contextlib
 import ipaddress
 import json
 import secrets
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envharness.errors import ActionError, EnvHarnessError, EpisodeEndedError, SpecError
+from envharness.httpguard import DEPTH, Gate, HTTPError, Redactor, first_line, parse_json, read_body
 from envharness.wire import decode, describe_space, encode
+
+__all__ = ["EnvService", "HTTPError", "Recorder", "Session", "background", "create_app", "is_loopback", "serve"]
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -55,15 +67,10 @@ class Session:
     used: float = field(default_factory=time.monotonic)
     steps: list[tuple[Any, ...]] = field(default_factory=list)  # (action, obs, reward, terminated, truncated, info, wall time)
     opened: float = field(default_factory=time.time)  # wall clock: the model calls of a session are joined to its steps by time
-    done: bool = False
+    done: bool = False  # the episode ended (terminated or truncated); the session stays open until closed
     recorded: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-class HTTPError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
+    closed: bool = False  # ended, recorded and its env released: set once, under ``lock``, by whichever path got there first
+    lock: threading.Lock = field(default_factory=threading.Lock)  # every change to this session happens under it
 
 
 def is_loopback(host: str) -> bool:
@@ -100,7 +107,8 @@ class EnvService:
         }
         self._idle: list[Any] = [probe]  # built envs waiting for a session (building one costs more than a reset)
         self.sessions: dict[str, Session] = {}
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # owns sessions, _idle and _opening: the registry, the pool and the reservations
+        self._opening = 0  # places reserved by opens still building or resetting their env
         self._resetting = threading.Lock()
 
     # -- sessions ----------------------------------------------------------------------
@@ -112,22 +120,38 @@ class EnvService:
         if options is not None and not isinstance(options, dict):
             raise HTTPError(400, "options: give a JSON object, or leave it out")
         self.reap()
-        with self.lock:
-            if len(self.sessions) >= self.max_sessions:
-                raise HTTPError(429, f"{len(self.sessions)} sessions are open, the most this server allows; close one (DELETE) and retry")
+        with self.lock:  # the place is reserved here, atomically with the check: simultaneous opens never exceed the limit
+            if len(self.sessions) + self._opening >= self.max_sessions:
+                raise HTTPError(
+                    429, f"{self.max_sessions} sessions are open or opening, the most this server allows; close one (DELETE) and retry"
+                )
+            self._opening += 1
+            reserved = True
             env = self._idle.pop() if self._idle else None
-        # One build or reset at a time: some families load their levels with code that is not thread-safe (TextWorld's parser).
-        with self._resetting:
-            if env is None:
-                env = self.spec.build(allow_imports=list(self.allow_imports))
-            try:
-                obs, info = env.reset(seed=seed, options=options)
-            except EnvHarnessError as error:
-                self._return(env)
-                raise HTTPError(400, f"reset refused: {str(error).splitlines()[0]}") from None
-        session_id = secrets.token_hex(8)
-        with self.lock:
-            self.sessions[session_id] = Session(env, seed, dict(info))
+        try:
+            # One build or reset at a time: some families load their levels with code that is not thread-safe (TextWorld's parser).
+            with self._resetting:
+                if env is None:
+                    env = self.spec.build(allow_imports=list(self.allow_imports))
+                try:
+                    obs, info = env.reset(seed=seed, options=options)
+                except EnvHarnessError as error:  # a refusal: the env is as it was, and goes back to the pool
+                    self._release(env, reusable=True)
+                    raise HTTPError(400, f"reset refused: {first_line(error)}") from None
+                except Exception as error:  # the env raised: closed, never reused
+                    self._release(env, reusable=False)
+                    if options:
+                        raise HTTPError(400, f"reset refused: {type(error).__name__}: {first_line(error, 200)}; check options") from None
+                    raise HTTPError(500, f"the env raised {type(error).__name__} at reset: {first_line(error, 200)}") from None
+            session_id = secrets.token_hex(8)
+            with self.lock:  # the reservation becomes the session in one move
+                self.sessions[session_id] = Session(env, seed, dict(info))
+                self._opening -= 1
+                reserved = False
+        finally:
+            if reserved:  # refused or failed: the place is free again
+                with self.lock:
+                    self._opening -= 1
         return {"session_id": session_id, "observation": encode(obs), "info": encode(info)}
 
     def step(self, session_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -136,20 +160,28 @@ class EnvService:
             raise HTTPError(400, 'the body needs "action": {"action": ...}')
         session = self._session(session_id)
         with session.lock:
+            if session.closed:  # ended by another path while this request waited: its env is no longer this session's
+                raise _gone(session_id)
             session.used = time.monotonic()
             try:
                 action = decode(self.action_space, body["action"])
+            except ActionError as error:
+                raise HTTPError(400, first_line(error)) from None
+            except Exception as error:  # what the client sent cannot be read as an action: its problem, not the episode's
+                raise HTTPError(400, f"action: cannot be read ({type(error).__name__}); send a value of {self.action_space}") from None
+            try:
                 obs, reward, terminated, truncated, info = session.env.step(action)
             except EpisodeEndedError:
                 raise HTTPError(409, f"session {session_id}: the episode has ended; open a new session to play again") from None
             except ActionError as error:
-                raise HTTPError(400, str(error).splitlines()[0]) from None
+                raise HTTPError(400, first_line(error)) from None
             except Exception as error:  # the env raised: the episode ends, recorded with its error
-                self._finish(session_id, session, f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}")
+                self._end(session_id, session, f"{type(error).__name__}: {first_line(error)}")
                 raise HTTPError(
                     500, f"the env raised {type(error).__name__}; the episode ended and session {session_id} is closed"
                 ) from None
             session.steps.append((action, obs, reward, terminated, truncated, info, time.time()))
+            session.used = time.monotonic()
             if terminated or truncated:
                 session.done = True
                 self._record(session_id, session, None)
@@ -159,7 +191,8 @@ class EnvService:
     def close(self, session_id: str) -> dict[str, Any]:
         session = self._session(session_id)
         with session.lock:
-            self._finish(session_id, session, None if session.done else "the client closed the session before the episode ended")
+            if not self._end(session_id, session, None if session.done else "the client closed the session before the episode ended"):
+                raise _gone(session_id)  # another close, or the reaper, ended it first
         return {"closed": session_id}
 
     def reap(self) -> int:
@@ -167,10 +200,16 @@ class EnvService:
         now = time.monotonic()
         with self.lock:
             stale = [(k, s) for k, s in self.sessions.items() if now - s.used > self.idle_timeout]
+        closed = 0
         for session_id, session in stale:
-            with session.lock:
-                self._finish(session_id, session, f"the session was idle for more than {self.idle_timeout:g} s")
-        return len(stale)
+            if not session.lock.acquire(blocking=False):
+                continue  # a request holds it: the session is in use, not idle
+            try:
+                if time.monotonic() - session.used > self.idle_timeout:  # still idle, now that nothing else can touch it
+                    closed += self._end(session_id, session, f"the session was idle for more than {self.idle_timeout:g} s")
+            finally:
+                session.lock.release()
+        return closed
 
     def count(self) -> int:
         with self.lock:
@@ -181,17 +220,21 @@ class EnvService:
         with self.lock:
             session = self.sessions.get(session_id)
         if session is None:
-            raise HTTPError(404, f"no session {session_id[:40]!r}; open one with POST /v1/sessions (idle sessions are closed)")
+            raise _gone(session_id)
         return session
 
-    def _finish(self, session_id: str, session: Session, error: str | None) -> None:
-        self._record(session_id, session, error)
-        with self.lock:
-            self.sessions.pop(session_id, None)
-        if error is None or session.done:
-            self._return(session.env)
-        else:
-            session.env.close()
+    def _end(self, session_id: str, session: Session, error: str | None) -> bool:
+        """End ``session`` (its lock held): record it, unregister it, release its env, once; False if it had ended already."""
+        if session.closed:
+            return False
+        session.closed = True
+        try:
+            self._record(session_id, session, error)
+        finally:
+            with self.lock:
+                self.sessions.pop(session_id, None)
+            self._release(session.env, reusable=error is None or session.done)
+        return True
 
     def _record(self, session_id: str, session: Session, error: str | None) -> None:
         if self.recorder is None or session.recorded or not (session.steps or session.done):
@@ -201,12 +244,21 @@ class EnvService:
         self.recorder.record(self.spec, session.env, session_id, session.seed, session.steps, verdict, session.info, error,
                              time.perf_counter() - session.started, session.opened)  # fmt: skip
 
-    def _return(self, env: Any) -> None:
-        with self.lock:
-            if len(self._idle) < 8:
-                self._idle.append(env)
-                return
-        env.close()
+    def _release(self, env: Any, reusable: bool) -> None:
+        """``env`` back to the pool (at most 8 wait there), or closed; called once per env a session or an open held."""
+        if reusable:
+            with self.lock:
+                if len(self._idle) < 8:
+                    self._idle.append(env)
+                    return
+        try:
+            env.close()
+        except Exception:  # noqa: BLE001, S110 - an env that fails to close is dropped all the same
+            pass
+
+
+def _gone(session_id: str) -> HTTPError:
+    return HTTPError(404, f"no session {session_id[:40]!r}; open one with POST /v1/sessions (idle sessions are closed)")
 
 
 def _only(body: Any, allowed: set[str], route: str) -> None:
@@ -219,107 +271,121 @@ def _only(body: Any, allowed: set[str], route: str) -> None:
         )
 
 
-def create_app(service: EnvService, token: str | None = None, max_body: int = 1 << 20) -> Any:
-    """The FastAPI app over ``service``: bearer auth when ``token`` is set, bodies limited to ``max_body`` bytes."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+def _reaper(service: EnvService) -> Callable[[], None]:
+    """A thread closing ``service``'s idle sessions every ``min(5, idle_timeout / 4)`` s; the function that stops it."""
+    stop = threading.Event()
 
-    app = FastAPI(title="envharness serve", description=f"{service.spec.env_id}, served with its verdict enforced")
+    def reap() -> None:
+        while not stop.wait(min(5.0, max(service.idle_timeout / 4, 0.05))):
+            try:
+                service.reap()
+            except Exception:  # noqa: BLE001, S112 - a recorder that failed once must not stop the reaping
+                continue
+
+    threading.Thread(target=reap, daemon=True, name="envharness-reaper").start()
+    return stop.set
+
+
+def create_app(service: EnvService, token: str | None = None, max_body: int = 1 << 20, body_timeout: float = 30.0) -> Any:
+    """The FastAPI app over ``service``: every route but ``/healthz`` behind ``token`` when one is set, bodies limited to
+    ``max_body`` bytes and ``body_timeout`` seconds, the framework's own routes (OpenAPI, docs) off, and, while the app
+    runs, a reaper closing idle sessions."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from starlette.concurrency import run_in_threadpool
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    scrub = Redactor([token])
+
+    @contextlib.asynccontextmanager
+    async def running(app: Any) -> AsyncIterator[None]:
+        stop = _reaper(service)
+        try:
+            yield
+        finally:
+            stop()
+
+    app = FastAPI(title="envharness serve", description=f"{service.spec.env_id}, served with its verdict enforced", openapi_url=None,
+                  docs_url=None, redoc_url=None, lifespan=running)  # fmt: skip
+
+    def render(status: int, message: str) -> bytes:
+        return json.dumps({"error": scrub.text(first_line(message, 500))}).encode()
+
+    app.add_middleware(Gate, token=token, render=render)
 
     def error(status: int, message: str) -> JSONResponse:
-        headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-        return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-    def admit(request: Request) -> None:
-        """The token and the declared body size, checked before a route reads anything (a plain function: cheaper than middleware)."""
-        if token is not None:
-            given = request.headers.get("authorization", "")
-            if not given.startswith("Bearer ") or not hmac.compare_digest(given[7:].encode(), token.encode()):
-                raise HTTPError(401, "missing or wrong bearer token; send Authorization: Bearer <the server's token>")
-        length = request.headers.get("content-length")
-        if length is not None and (not length.isdigit() or int(length) > max_body):
-            raise HTTPError(413, f"the body is over {max_body} bytes; send a smaller one")
+        return JSONResponse({"error": scrub.text(first_line(message, 500))}, status_code=status)
 
     async def body_of(request: Request) -> Any:
-        admit(request)
-        raw = b""
-        async for chunk in request.stream():
-            raw += chunk
-            if len(raw) > max_body:
-                raise HTTPError(413, f"the body is over {max_body} bytes; send a smaller one")
+        raw = await read_body(request, max_body, body_timeout)
         if not raw:
             return {}
         try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            raise HTTPError(400, "the body is not JSON; send a JSON object") from None
+            return parse_json(raw, limit=DEPTH)
+        except ValueError as problem:
+            raise HTTPError(400, f"{problem}; send a JSON object") from None
 
     @app.exception_handler(HTTPError)
     async def refused(request: Request, exc: HTTPError) -> JSONResponse:
         return error(exc.status, exc.message)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def routed(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return error(404, f"no route {request.method} {request.url.path[:80]}; the routes are /healthz, /v1/spec and /v1/sessions")
+        if exc.status_code == 405:
+            return error(405, f"{request.method} is not allowed on {request.url.path[:80]}; see the routes in the docs (live-harness.md)")
+        return error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error(400, f"the request is not valid for {request.url.path[:80]}")
+
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception) -> JSONResponse:  # the env raised at reset, say: one line, no traceback
-        return error(500, f"the server failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+        return error(500, f"the server failed: {type(exc).__name__}: {first_line(exc, 200)}")
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
         return {"status": "ok", "env_id": service.spec.env_id, "sessions": service.count()}
 
     @app.get("/v1/spec")
-    def spec(request: Request) -> dict[str, Any]:
-        admit(request)
+    def spec() -> dict[str, Any]:
         return service.described
 
     @app.post("/v1/sessions")
     async def open_session(request: Request) -> Any:
         body = await body_of(request)
-        from starlette.concurrency import run_in_threadpool
-
         return await run_in_threadpool(service.open, body)
 
     @app.post("/v1/sessions/{session_id}/step")
     async def step(session_id: str, request: Request) -> Any:
         body = await body_of(request)
-        from starlette.concurrency import run_in_threadpool
-
         return await run_in_threadpool(service.step, session_id, body)
 
     @app.delete("/v1/sessions/{session_id}")
-    async def close(session_id: str, request: Request) -> Any:
-        admit(request)
-        from starlette.concurrency import run_in_threadpool
-
+    async def close(session_id: str) -> Any:
         return await run_in_threadpool(service.close, session_id)
 
     return app
 
 
-def serve(service: EnvService, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, max_body: int = 1 << 20) -> None:
-    """Run the app with uvicorn until interrupted (a reaper thread closes idle sessions)."""
+def serve(service: EnvService, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, max_body: int = 1 << 20,
+          body_timeout: float = 30.0) -> None:  # fmt: skip
+    """Run the app with uvicorn until interrupted (its reaper closes idle sessions)."""
     import uvicorn
 
     if token is None and not is_loopback(host):
         raise SpecError(f"--host {host} is not loopback: set a bearer token with --token-env NAME (the variable holding it)")
-    stop = threading.Event()
-
-    def reap() -> None:
-        while not stop.wait(min(5.0, max(service.idle_timeout / 4, 0.05))):
-            service.reap()
-
-    threading.Thread(target=reap, daemon=True, name="envharness-reaper").start()
-    config = uvicorn.Config(create_app(service, token, max_body), host=host, port=port, log_level="warning", access_log=False)
-    server = uvicorn.Server(config)
-    try:
-        server.run()
-    finally:
-        stop.set()
+    config = uvicorn.Config(create_app(service, token, max_body, body_timeout), host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
 
 
 class background:  # noqa: N801 - used like a function: background(service) -> a running server
     """Serve ``service`` on a free loopback port in a thread (for tests, notebooks and benchmarks); ``url`` and ``stop()``."""
 
-    def __init__(self, service: EnvService, token: str | None = None, max_body: int = 1 << 20) -> None:
+    def __init__(self, service: EnvService, token: str | None = None, max_body: int = 1 << 20, body_timeout: float = 30.0) -> None:
         import socket
 
         import uvicorn
@@ -329,7 +395,7 @@ class background:  # noqa: N801 - used like a function: background(service) -> a
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._socket.getsockname()[1]}"
-        config = uvicorn.Config(create_app(service, token, max_body), log_level="error", access_log=False)
+        config = uvicorn.Config(create_app(service, token, max_body, body_timeout), log_level="error", access_log=False)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]}, daemon=True)
         self._thread.start()

@@ -961,7 +961,16 @@ def proxy_command(
     token_ids: bool = typer.Option(
         False, "--token-ids", help="Ask the upstream for token ids and log-probabilities (vLLM) and record them."
     ),
-    allow_remote: bool = typer.Option(False, "--allow-remote", help="Bind beyond loopback (the proxy has no auth of its own)."),
+    allow_remote: bool = typer.Option(
+        False, "--allow-remote", help="Bind beyond loopback (then give --token-env: without it the proxy has no auth of its own)."
+    ),
+    token_env: str = typer.Option(
+        None, "--token-env", metavar="NAME", help="Require the token in this environment variable on every call (header X-Envrigger-Token)."
+    ),
+    request_timeout: float = typer.Option(
+        600.0, "--request-timeout", min=0.001, help="Seconds a whole upstream call may take, streams included (504 past it)."
+    ),
+    max_body: int = typer.Option(32 << 20, "--max-body", min=1, help="Largest request body in bytes (413 above it)."),
 ) -> None:
     """Record an external agent's model calls: an OpenAI-compatible proxy that forwards to the upstream and records each call.
 
@@ -981,15 +990,20 @@ def proxy_command(
         raise UserError('the proxy needs the serve extra: pip install "envharness[serve]"') from None
     if not is_loopback(host) and not allow_remote:
         raise UserError(f"--host {host} is not loopback and the proxy has no auth of its own; bind to 127.0.0.1, or pass --allow-remote")
+    token = None
+    if token_env is not None:
+        token = os.environ.get(token_env)
+        if not token:
+            raise UserError(f"--token-env: the variable {token_env} is not set or empty; export the token there first")
     try:
-        Upstream(upstream)
+        Upstream(upstream, request_timeout)
     except ValueError as error:
         raise UserError(str(error)) from None
     if run.exists() and not run.is_dir():
         raise UserError(f"--run: {run} is a file; give a run directory")
     run.mkdir(parents=True, exist_ok=True)
     print(f"recording calls to {upstream} in {run / 'calls.jsonl'}; agents use http://{host}:{port}/sessions/SESSION_ID/v1", flush=True)
-    run_proxy(upstream, run, host=host, port=port, token_ids=token_ids)
+    run_proxy(upstream, run, host=host, port=port, token_ids=token_ids, token=token, timeout=request_timeout, max_body=max_body)
 
 
 @app.command()

@@ -30,6 +30,12 @@ class Reply:
     cut: bool = False  # streamed: the connection drops halfway through the chunks
 
 
+class _Listening(ThreadingHTTPServer):
+    """A threading server whose listen queue holds dozens of connections at once (the default, 5, refuses some)."""
+
+    request_queue_size = 128
+
+
 Model = Callable[[dict[str, Any]], Reply]
 ERRORS = {400: "invalid_request_error", 401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded", 500: "server_error"}
 
@@ -182,7 +188,7 @@ class ChatServer:
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.close_connection = True
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Listening(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

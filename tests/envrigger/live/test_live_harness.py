@@ -18,6 +18,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -232,3 +233,34 @@ def test_an_altered_call_record_is_refused_naming_the_line(tmp_path):
     path.write_text(path.read_text().replace('"gen_ai.usage.input_tokens":10}', '"gen_ai.usage.input_tokens":1}', 1))
     with pytest.raises(TrajectoryError, match="line 1 was altered"):
         log.read()
+
+
+def test_the_proxy_flags_require_a_token_and_bound_a_whole_call(servers, tmp_path, monkeypatch):
+    monkeypatch.setenv("PROXY_TOKEN", "tok-proxy-7Qw2x9Lm")
+    body = json.dumps({"model": "scripted", "messages": [{"role": "user", "content": "hi"}]}).encode()
+
+    def call(url: str, **headers: str) -> tuple[int, str]:
+        request = urllib.request.Request(f"{url}/sessions/s1/v1/chat/completions", data=body, method="POST",
+                                         headers={"Content-Type": "application/json", **headers})  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
+    with ChatServer(lambda request: Reply(content="go east"), delay_s=3.0) as slow:
+        run = tmp_path / "run"
+        proxy = servers("proxy", "--upstream", slow.url, "--run", str(run), "--token-env", "PROXY_TOKEN", "--request-timeout", "1")
+        assert call(proxy)[0] == 401  # no token: refused before anything goes upstream
+        assert not slow.requests
+        started = time.monotonic()
+        status, text = call(proxy, **{"X-Envrigger-Token": "tok-proxy-7Qw2x9Lm"})
+        assert status == 504 and time.monotonic() - started < 2.5, (status, text)
+    (recorded,) = CallLog(run).read("s1")
+    assert "tok-proxy-7Qw2x9Lm" not in (run / "calls.jsonl").read_text()
+    assert "tok-proxy-7Qw2x9Lm" not in json.dumps(slow.requests, default=str)  # never forwarded upstream
+    assert recorded["envrigger.http.status"] == 504 and "within 1 s" in recorded["envrigger.error"]
+    monkeypatch.delenv("PROXY_TOKEN")
+    done = subprocess.run([sys.executable, "-m", "envrigger.cli", "proxy", "--upstream", "http://127.0.0.1:9/v1", "--run", str(run),
+                           "--token-env", "PROXY_TOKEN"], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "PROXY_TOKEN is not set" in done.stderr
