@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.errors import ActionError, EnvHarnessError, EpisodeEndedError
+from envharness.httpguard import Deadline
 from envharness.verifier import Verdict
 from envharness.wire import decode, encode, space_from
 
@@ -35,7 +36,7 @@ class RemoteEnv(gym.Env):
     Args:
         url: the server's base URL, e.g. ``http://127.0.0.1:8000`` (a trailing ``/v1`` is fine).
         token: the bearer token, if the server wants one.
-        timeout: seconds a request may take.
+        timeout: seconds a whole request may take (connect, send, and the answer's every byte).
 
     Example:
         >>> from envharness import HarnessSpec
@@ -82,23 +83,39 @@ class RemoteEnv(gym.Env):
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body, allow_nan=False).encode()
-        for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again, once
-            connection = self._connect()
-            try:
-                connection.request(method, self._prefix + path, body=data, headers=self._headers)
-                response = connection.getresponse()
-                raw = response.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                connection.close()
-                self._connection = None
-                if attempt == 2 or method == "POST" and path.endswith("/step"):  # a step may have happened: never resend it
-                    raise RemoteError(0, f"the server at {self._host}:{self._port} closed the connection") from None
-            except OSError as error:
-                self._connection = None
-                raise RemoteError(
-                    0, f"cannot reach the server at {self._host}:{self._port} ({error.strerror or type(error).__name__})"
-                ) from None
+        deadline = Deadline(self._timeout)  # the whole request, however the server paces its bytes
+        try:
+            for attempt in (1, 2):  # a kept-alive connection the server closed meanwhile is opened again, once
+                try:
+                    connection = self._connect()
+                    deadline.arm(connection.sock)
+                    connection.request(method, self._prefix + path, body=data, headers=self._headers)
+                    response = connection.getresponse()
+                    raw = response.read()
+                    if deadline.passed():  # cut by the deadline: what was read is not the whole answer
+                        raise TimeoutError
+                    break
+                except (
+                    http.client.RemoteDisconnected,
+                    ConnectionResetError,
+                    BrokenPipeError,
+                    http.client.IncompleteRead,
+                    OSError,
+                ) as error:
+                    if self._connection is not None:
+                        self._connection.close()
+                    self._connection = None
+                    if deadline.passed():
+                        raise RemoteError(0, f"the server at {self._host}:{self._port} did not answer within {self._timeout:g} s") from None
+                    if not isinstance(error, (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)):
+                        raise RemoteError(
+                            0,
+                            f"cannot reach the server at {self._host}:{self._port} ({getattr(error, 'strerror', None) or type(error).__name__})",
+                        ) from None
+                    if attempt == 2 or method == "POST" and path.endswith("/step"):  # a step may have happened: never resend it
+                        raise RemoteError(0, f"the server at {self._host}:{self._port} closed the connection") from None
+        finally:
+            deadline.disarm()
         try:
             answer = json.loads(raw) if raw else {}
         except ValueError:

@@ -19,19 +19,15 @@ call exactly once.
 
 from __future__ import annotations
 
-import heapq
 import http.client
-import itertools
 import json
 import socket
-import threading
-import time
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from envharness.httpguard import DEPTH, first_line, parse_json
+from envharness.httpguard import DEPTH, Deadline, first_line, parse_json
 
 MAX_ANSWER = 64 << 20  # bytes of a non-streamed answer (or of one stream line) the proxy reads before refusing it
 DONE: Any = object()  # what EventStream.events gives as the chunk of the ``data: [DONE]`` event
@@ -47,96 +43,6 @@ class UpstreamError(Exception):
 
 class Malformed(ValueError):
     """An answer that is HTTP and JSON but not the OpenAI API's shape (the message names the field)."""
-
-
-# -- the total deadline ------------------------------------------------------------------------------------------------
-class _Watchdog:
-    """One thread for the whole process: at each deadline, shuts the socket of the call that is still running."""
-
-    def __init__(self) -> None:
-        self._heap: list[tuple[float, int, Deadline]] = []
-        self._count = itertools.count()
-        self._wake = threading.Condition()
-        self._thread: threading.Thread | None = None
-        self._ended = 0
-
-    def watch(self, deadline: Deadline) -> None:
-        with self._wake:
-            heapq.heappush(self._heap, (deadline.at, next(self._count), deadline))
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, daemon=True, name="envrigger-deadlines")
-                self._thread.start()
-            elif self._heap[0][2] is deadline:
-                self._wake.notify()
-
-    def forget(self) -> None:
-        """A watched call ended before its deadline: once most of the heap is such calls, drop them (the heap stays small)."""
-        with self._wake:
-            self._ended += 1
-            if self._ended > 1024 and self._ended * 2 > len(self._heap):
-                self._heap = [entry for entry in self._heap if not entry[2].over]
-                heapq.heapify(self._heap)
-                self._ended = 0
-
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                while not self._heap or self._heap[0][0] > time.monotonic():
-                    self._wake.wait(None if not self._heap else self._heap[0][0] - time.monotonic())
-                _, _, due = heapq.heappop(self._heap)
-            due.expire()
-
-
-_WATCHDOG = _Watchdog()
-
-
-class Deadline:
-    """``seconds`` from now for a whole upstream call; :meth:`arm` hands it the connection to cut when it passes."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.at = time.monotonic() + seconds
-        self._lock = threading.Lock()
-        self._socket: socket.socket | None = None
-        self.over = False  # the call ended (disarm) or the deadline passed (expire): nothing more to cut
-        self.expired = False
-        self._watched = False
-
-    def remaining(self) -> float:
-        return self.at - time.monotonic()
-
-    def arm(self, sock: socket.socket) -> None:
-        with self._lock:
-            if self.over:
-                return
-            self._socket = sock
-            watch, self._watched = not self._watched, True
-        if watch:
-            _WATCHDOG.watch(self)
-
-    def disarm(self) -> None:
-        with self._lock:
-            if self.over:
-                return
-            self.over, self._socket = True, None
-            watched = self._watched
-        if watched:
-            _WATCHDOG.forget()
-
-    def expire(self) -> None:
-        with self._lock:
-            if self.over:
-                return
-            self.over, self.expired = True, True
-            sock, self._socket = self._socket, None
-        if sock is not None:
-            try:  # the plain socket's shutdown (an SSL socket's own would unwrap it): any read blocked on it returns at once
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def passed(self) -> bool:
-        return self.expired or self.remaining() <= 0
 
 
 class Upstream:

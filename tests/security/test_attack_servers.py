@@ -900,6 +900,28 @@ def test_an_upstream_dripping_its_answer_is_cut_at_the_total_deadline(tmp_path, 
     assert recorded["envrigger.http.status"] == 504 and "deadline" in recorded["envrigger.error"]
 
 
+@pytest.mark.parametrize("where", ["headers", "body", "silent"])
+def test_a_remote_env_request_is_cut_at_its_total_timeout_however_the_server_drips(where):
+    # The second surface of deadlines: envharness.remote.RemoteEnv's timeout bounds a whole request.
+    from envharness.remote import RemoteEnv, RemoteError
+
+    stopped = threading.Event()
+    whole = http_answer(200, json.dumps({"spec": {}, "observation_space": {}, "action_space": {}}).encode())
+    script = {"headers": drip(whole, 0.05, stopped),
+              "body": lambda c, r: (c.sendall(whole[:60]), drip(whole[60:], 0.05, stopped)(c, r)),
+              "silent": lambda c, r: stopped.wait(20)}[where]  # fmt: skip
+    server = RawUpstream(script)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RemoteError, match=r"did not answer within 1 s"):
+            RemoteEnv(server.url.removesuffix("/v1"), timeout=1.0)
+        took = time.monotonic() - started
+        assert took < 3.0, f"the request took {took:.1f} s against a 1 s timeout"
+    finally:
+        stopped.set()
+        server.close()
+
+
 def test_an_upstream_that_never_answers_is_504_at_the_deadline(tmp_path, proxy_over):
     stopped = threading.Event()
     upstream = RawUpstream(lambda c, r: stopped.wait(20))
