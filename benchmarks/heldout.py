@@ -480,6 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT"
     )
+    parser.add_argument(
+        "--html",
+        action="store_true",
+        help="also write OUT/report.html, an index of the benchmarks, each with its page of master seeds and a page per seed",
+    )
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"--jobs: got {args.jobs}; give 1 or more processes")
@@ -519,7 +524,36 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps({"meta": meta, "benchmarks": entries}, indent=2))
     (out / "results.md").write_text(markdown(entries, meta))
     print((out / "results.md").read_text())
+    if args.html:
+        print(f"wrote {write_index(out, entries)}")
     return 0
+
+
+INDEX = """<!doctype html><html lang="en"><head><meta charset="utf-8"><title>held-out suite: {{ out }}</title>
+<style>body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1000px; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: .25rem .5rem; } th { background: #f3f3f3; }</style>
+</head><body><h1>Held-out suite <code>{{ out }}</code></h1>
+<p>Each benchmark's page has the across-seed table and a page per master seed (what each arm trained on, every candidate's gates).</p>
+<table><tr><th>benchmark</th><th>env</th><th>seeds</th><th>rigger − original (points, 95% interval)</th></tr>
+{% for e in entries %}{% set d = e.result.difference.get("original") %}<tr><td><a href="{{ e.benchmark.name }}/report.html">{{ e.benchmark.name }}</a></td>
+<td>{{ e.config.spec.env_id }}</td><td>{{ e.result.seeds|length }}</td>
+<td>{% if d %}{{ "%+.1f"|format(100 * d.mean) }} [{{ "%+.1f"|format(100 * d.ci[0]) }}, {{ "%+.1f"|format(100 * d.ci[1]) }}]{% else %}-{% endif %}</td></tr>{% endfor %}
+</table></body></html>
+"""
+
+
+def write_index(out: Path, entries: list[dict[str, Any]]) -> Path:
+    """``OUT/report.html``: a link to each finished benchmark's page (its master seeds), written with ``envrigger report``'s pages."""
+    from jinja2 import Environment, select_autoescape
+
+    from envrigger.report.run import write_run_report
+
+    for entry in entries:
+        write_run_report(out / entry["benchmark"]["name"])
+    page = Environment(autoescape=select_autoescape(default=True, default_for_string=True)).from_string(INDEX)
+    target = out / "report.html"
+    target.write_text(page.render(out=str(out), entries=entries))
+    return target
 
 
 if __name__ == "__main__":

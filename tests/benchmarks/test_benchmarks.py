@@ -102,6 +102,13 @@ def test_the_pipeline_writes_its_table_figure_and_facts_and_resumes(tmp_path, mo
     assert not (out / "tiny2").exists() and [
         b["benchmark"]["name"] for b in json.loads((out / "results.json").read_text())["benchmarks"]
     ] == ["tiny"]
+    # --html: an index of the benchmarks, each with its page of master seeds, and a page per seed.
+    assert heldout.main(["--report", "--html", "--quick", "--suite", str(suite), "-o", str(out)]) == 0
+    index = (out / "report.html").read_text()
+    mean = 100 * entry["result"]["difference"]["original"]["mean"]
+    assert 'href="tiny/report.html"' in index and f"{mean:+.1f} [" in index
+    assert 'href="seed-0/report.html"' in (out / "tiny" / "report.html").read_text()
+    assert "Candidates and gates" in (out / "tiny" / "seed-1" / "report.html").read_text()
 
 
 def test_jobs_below_one_is_refused_before_anything_is_written(tmp_path, capsys):
