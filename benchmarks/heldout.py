@@ -41,7 +41,7 @@ from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
 from envrigger.loop.seeds import COLLAPSED, _interval
 
 # Every arm: the three effects (replay, reshaping at all, reshaping targeted by the diagnosis) need all seven.
-SUITE_ARMS = ARMS
+SUITE_ARMS = tuple(a for a in ARMS if a != "original-select")  # the selection ablation is asked for by name (--arms)
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {

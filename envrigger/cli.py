@@ -537,7 +537,7 @@ def run_command(
         "original,rigger",
         "--arms",
         help="Comma-separated arms trained side by side at equal training steps: "
-        "original, dr (random levels: state transforms), dr-any (any random catalog reshaping), plr (prioritized level replay), "
+        "original, original-select (the original env, keeping the better of two copies each credit chunk), dr (random levels: state transforms), dr-any (any random catalog reshaping), plr (prioritized level replay), "
         "plr-random (plr plus as many random components as rigger admitted), rigger-noreplay (rigger's curriculum without replay), "
         "rigger (the EnvRigger curriculum).",
     ),

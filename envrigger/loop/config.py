@@ -19,7 +19,7 @@ from envrigger.loop.validate import ValidationConfig
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
-ARMS = ("original", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
+ARMS = ("original", "original-select", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
 CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 
@@ -128,6 +128,12 @@ class LoopConfig(BaseModel):
         if lonely:
             raise ValueError(f"--arms: {','.join(lonely)} train on what the rigger arm admits; add rigger to --arms")
         return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
+
+    @model_validator(mode="after")
+    def _selection_needs_chunks(self) -> LoopConfig:
+        if "original-select" in self.arms and self.credit_chunks < 1:
+            raise ValueError("--arms: original-select keeps the better of two copies per credit chunk; give --credit-chunks 1 or more")
+        return self
 
     @model_validator(mode="after")
     def _heldout_is_the_same_env(self) -> LoopConfig:

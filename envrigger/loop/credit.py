@@ -96,6 +96,7 @@ def credited_training(
     credit: Credit,
     evidence: Evidence | None = None,
     advance: Callable[[int], None] = lambda n: None,
+    alone_offset: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train the rigger arm for the round's budget in paired chunks; returns what :func:`train_arm` does, and the credit record.
 
@@ -104,6 +105,10 @@ def credited_training(
     every training level either copy played. The credit record has each chunk's two
     success rates, which copy was kept, the credit and retirements after the round, the
     ``steps`` the thrown-away copies and the scoring took, and the scoring ``levels``.
+
+    ``alone_offset`` moves the original-only copy's training seeds: the ``original-select``
+    ablation trains both copies on the original env, on different seeds, so what it measures
+    is the selection of the better copy alone, without any reshaping.
     """
     base = config.spec
     replay_p = getattr(sampler, "replay_p", None)
@@ -134,7 +139,9 @@ def credited_training(
             with_trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, start=start, steps=steps, advance=advance)
             alone = Arm(arm.name, load_learner(config.learner, fork, probe))
             alone_evidence = evidence_before
-            alone_trained = train_arm(alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start, steps=steps)
+            alone_trained = train_arm(
+                alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start + alone_offset, steps=steps
+            )
             levels |= with_trained["levels"] | alone_trained["levels"]
             first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
             seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)

@@ -34,6 +34,7 @@ from envrigger.loop.round import rigger_round
 from envrigger.loop.samplers import PLR, Curriculum, Fixed, Uniform
 from envrigger.loop.train import Arm, train_arm
 
+SELECT_OFFSET = 50_000  # original-select's second copy trains on other seeds of each chunk's range than its first
 Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
 """``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
 
@@ -204,7 +205,7 @@ def _run_loop(
             elif arm.name == "plr":
                 assert arm.replay is not None
                 specs, sampler = [base], arm.replay
-            else:
+            else:  # original, original-select
                 specs, sampler = [base], Fixed()
             log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
             if board is not None and hasattr(arm.learner, "log_to"):
@@ -223,6 +224,21 @@ def _run_loop(
                     log(
                         f"round {number}: credit chunks kept "
                         + ", ".join(f"{c['kept']} ({c['curriculum']:.2f} vs {c['original']:.2f} alone)" for c in record["chunks"])
+                    )
+                elif arm.name == "original-select":  # the credit's selection without reshaping: two copies on the original env
+                    trained, record = credited_training(
+                        workdir / "select", arm, specs, [], sampler, config, number, reserved, Credit(config.credit_retire), None,
+                        advance, alone_offset=SELECT_OFFSET,
+                    )  # fmt: skip
+                    spent["credit"] = record.pop("steps")
+                    used.setdefault("original-select:credit", set()).update(record.pop("levels"))
+                    trained["credit"] = record
+                    log(
+                        f"round {number}: selection chunks kept "
+                        + ", ".join(
+                            f"the {'first' if c['kept'] == 'curriculum' else 'second'} copy ({c['curriculum']:.2f} vs {c['original']:.2f})"
+                            for c in record["chunks"]
+                        )
                     )
                 else:
                     trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)

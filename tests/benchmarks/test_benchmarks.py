@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from envrigger.loop import ARMS, LevelSplit
+from envrigger.loop import LevelSplit
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 import heldout  # noqa: E402
+
+ARMS = heldout.SUITE_ARMS  # the arms a benchmark trains unless --arms names others
 
 needs_sb3 = pytest.mark.skipif(
     importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra (Stable-Baselines3 and torch)"

@@ -84,3 +84,25 @@ def test_chunks_split_a_budget_exactly_and_weights_stay_bounded():
     assert credit.weight("good") == 4.0 and credit.weight("bad") == 0.25 and credit.weight("new") == 1.0
     credit.add({"none": 0.0}, -1.0)  # a piece with no share of the chunk takes none of its blame
     assert "none" not in credit.scores
+
+
+def test_original_select_keeps_the_better_of_two_original_only_copies_and_pays_for_the_second(tmp_path):
+    # The ablation of the credit's selection: what rigger gains by keeping the better copy, without any reshaping.
+    config = {**CONFIG, "arms": ["original", "original-select"], "rounds": 1}
+    result = run_loop(tmp_path / "run", LoopConfig(**config))
+    plain, select = (result["rounds"][0]["arms"][arm] for arm in ("original", "original-select"))
+    # equal training steps (a tabular learner finishes its last episode, so each chunk may run a few steps over)
+    assert config["budget_steps"] <= plain["train"]["steps"] and abs(select["train"]["steps"] - plain["train"]["steps"]) < 60
+    chunks = select["train"]["credit"]["chunks"]
+    assert len(chunks) == 3 and all({"curriculum", "original", "kept"} <= set(c) for c in chunks)
+    assert select["train"]["envs"] == ["original"]  # nothing reshaped
+    assert select["interaction"]["credit"] > 0 and select["interaction"]["total"] > plain["interaction"]["total"]
+    levels = json.loads((tmp_path / "run" / "levels-round-1.json").read_text())
+    assert levels["original-select:credit"]  # the scoring levels, checked against the held-out set like every other use
+
+
+def test_original_select_without_chunks_is_refused_in_one_line():
+    import pytest
+
+    with pytest.raises(ValueError, match="original-select keeps the better of two copies per credit chunk; give --credit-chunks 1"):
+        LoopConfig(**{**CONFIG, "arms": ["original", "original-select"], "credit_chunks": 0})
