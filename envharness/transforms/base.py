@@ -15,17 +15,25 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, ClassVar, Self, cast
+from typing import Annotated, Any, ClassVar, Self, cast
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envharness.errors import SpecError, UnknownTransformError
 from envharness.values import shown
 
 TRANSFORMS: dict[str, type[Transform]] = {}
 KINDS = ("state", "rule", "observation", "link")
+
+
+# The elements of list-valued parameters are bounded too, so that no spec or proposal can put
+# an action, an index or a name of any size in one: an action of a Discrete space, a flat
+# index into an observation, a tool name or a verb.
+ActionValue = Annotated[int, Field(ge=-(2**31), le=2**31 - 1)]
+FlatIndex = Annotated[int, Field(ge=0, le=2**31 - 1)]
+ShortName = Annotated[str, Field(min_length=1, max_length=100)]
 
 
 def validation_message(owner: str, error: ValidationError) -> str:

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from pydantic import Field
 
 from envharness.errors import IncompatibleTransformError
-from envharness.transforms.base import ObservationTransform, register_transform
+from envharness.transforms.base import FlatIndex, ObservationTransform, register_transform
 
 
 def _float_box(name: str, space: Any) -> spaces.Box:
@@ -81,7 +81,7 @@ class MaskObservation(ObservationTransform):
     works_on: ClassVar[str] = "flat Box observations (classic control)"
     targets: ClassVar[tuple[str, ...]] = ("feature_region", "high_variance")
 
-    indices: list[int] = Field(min_length=1, max_length=1024, description="flat indices to hide")
+    indices: list[FlatIndex] = Field(min_length=1, max_length=1024, description="flat indices to hide")
     fill: float = Field(0.0, ge=-1e9, le=1e9, description="value shown instead")
 
     def observation_space(self, space: Any) -> Any:

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from envharness.errors import IncompatibleTransformError
 from envharness.toolcall import tool_name
-from envharness.transforms.base import Blocked, RuleTransform, Step, register_transform
+from envharness.transforms.base import ActionValue, Blocked, RuleTransform, ShortName, Step, register_transform
 
 
 def _require_discrete(name: str, action_space: Any, actions: list[int]) -> None:
@@ -47,7 +47,7 @@ class BlockAction(RuleTransform):
     works_on: ClassVar[str] = "Discrete actions"
     targets: ClassVar[tuple[str, ...]] = ("repeated_action", "noop_action", "loop")
 
-    actions: list[int] = Field(min_length=1, max_length=64, description="actions to refuse")
+    actions: list[ActionValue] = Field(min_length=1, max_length=64, description="actions to refuse")
     reason: str = Field("action blocked", max_length=200, description="feedback shown in info['blocked']")
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
@@ -152,7 +152,7 @@ class ActionCost(RuleTransform):
     targets: ClassVar[tuple[str, ...]] = ("repeated_action", "noop_action", "reward_without_success", "costly_event")
 
     cost: float = Field(0.01, ge=0.0, le=100.0, description="reward subtracted per costly action")
-    actions: list[int] = Field(default_factory=list, max_length=64, description="costly actions; empty means all")
+    actions: list[ActionValue] = Field(default_factory=list, max_length=64, description="costly actions; empty means all")
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         if self.actions:
@@ -228,7 +228,7 @@ class RemapActions(RuleTransform):
     works_on: ClassVar[str] = "Discrete actions"
     targets: ClassVar[tuple[str, ...]] = ("repeated_action", "high_variance")
 
-    mapping: dict[int, int] = Field(min_length=1, description="agent action -> action the base env takes")
+    mapping: dict[ActionValue, ActionValue] = Field(min_length=1, max_length=1024, description="agent action -> action the base env takes")
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         _require_discrete("RemapActions", action_space, [*self.mapping, *self.mapping.values()])
@@ -266,7 +266,7 @@ class BlockTool(RuleTransform):
     works_on: ClassVar[str] = "CodeRepair (JSON tool calls)"
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "retry", "repeated_action")
 
-    tools: list[str] = Field(min_length=1, max_length=32, description="tool names to refuse")
+    tools: list[ShortName] = Field(min_length=1, max_length=32, description="tool names to refuse")
     reason: str = Field("", max_length=200, description="feedback; default names the tool")
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
@@ -327,7 +327,7 @@ class BlockVerb(RuleTransform):
     works_on: ClassVar[str] = "TextWorld (commands listed in the observation)"
     targets: ClassVar[tuple[str, ...]] = ("noop_action", "repeated_action", "loop")
 
-    verbs: list[str] = Field(
+    verbs: list[ShortName] = Field(
         default_factory=lambda: ["examine", "inventory", "look"],
         min_length=1,
         max_length=32,

@@ -329,6 +329,27 @@ class WalkthroughStart(StateTransform):
         return adapter.observe()
 
 
+MAX_ACTION_SIZE = 10_000  # a code-repair tool call is at most 4,000 characters; a Box action a few numbers
+MAX_ACTION_DEPTH = 8
+
+
+def _action_size(action: Any, index: int) -> int:
+    """Characters and items in ``action``; a ValueError naming ``index`` if there are too many, or it nests too deep."""
+    total, stack = 0, [(action, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_ACTION_DEPTH:
+            raise ValueError(f"action {index} nests more than {MAX_ACTION_DEPTH} deep; give plain actions")
+        parts: Any = (
+            value if isinstance(value, (list, tuple)) else [v for pair in value.items() for v in pair] if isinstance(value, dict) else ()
+        )
+        total += len(value) if isinstance(value, str) else len(parts) + 1
+        if total > MAX_ACTION_SIZE:
+            raise ValueError(f"action {index} holds more than {MAX_ACTION_SIZE} characters or items; give shorter actions")
+        stack.extend((part, depth + 1) for part in parts)
+    return total
+
+
 @register_transform
 class ReplayPrefix(StateTransform):
     """Start each episode after replaying ``actions`` on the base env (the task's setup).
@@ -348,13 +369,22 @@ class ReplayPrefix(StateTransform):
     requires_state_access: ClassVar[bool] = False
     targets: ClassVar[tuple[str, ...]] = ("early_failure", "loop")
 
-    actions: list[Any] = Field(default_factory=list, max_length=1000, description="actions replayed at reset")
+    actions: list[Any] = Field(
+        default_factory=list, max_length=1000, description=f"actions replayed at reset (each at most {MAX_ACTION_SIZE} characters or items)"
+    )
 
     @field_validator("actions", mode="before")
     @classmethod
     def _plain(cls, actions: Any) -> Any:
         # Array actions (continuous envs) are kept as plain lists, so the spec stays JSON.
         return [a.tolist() if isinstance(a, (np.ndarray, np.generic)) else a for a in actions] if isinstance(actions, list) else actions
+
+    @field_validator("actions")
+    @classmethod
+    def _bounded(cls, actions: list[Any]) -> list[Any]:
+        for index, action in enumerate(actions):
+            _action_size(action, index)
+        return actions
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
         for i, action in enumerate(self.actions):

@@ -2,7 +2,8 @@
 
 Contains :class:`AgentHarness` (with :class:`Sampling`, :class:`ContextPolicy`,
 :class:`ParseRules`), :func:`default_harness` (a good default for an env) and
-:func:`render` (templates rendered in jinja2's sandbox, since harness files are data).
+:func:`render` (templates rendered bounded and read-only in jinja2's immutable sandbox,
+since harness files are data: see :mod:`envrigger.agents.template`).
 An ``AgentHarness`` is to an LLM agent what a ``HarnessSpec`` is to an env: a JSON file,
 hashed, so that every run records *which harness* produced it.
 """
@@ -11,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
-from jinja2 import StrictUndefined, TemplateError
-from jinja2.sandbox import SandboxedEnvironment
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from envharness.errors import SpecError
+from envrigger.agents.template import compile_template, render
 
 
 class Sampling(BaseModel):
@@ -63,9 +62,11 @@ class ParseRules(BaseModel):
 class AgentHarness(BaseModel):
     """An LLM agent's loop as data: a JSON round-trip, hashed like a ``HarnessSpec``.
 
-    Templates are jinja2, rendered in a sandbox with ``observation`` (the env's text),
-    ``commands`` (the listed commands, where the env lists them), ``step``, ``reward``
-    and ``error`` (why the last reply could not be used, on a retry).
+    Templates are jinja2, rendered in an immutable sandbox with a budget per render, with
+    ``observation`` (the env's text), ``commands`` (a copy of the listed commands, where the
+    env lists them), ``step``, ``reward`` and ``error`` (why the last reply could not be
+    used, on a retry). A template that is not valid, or that nests too deeply to read, is
+    refused when the harness is read.
 
     Example:
         >>> harness = AgentHarness(system_prompt="You play a text game.")
@@ -93,10 +94,7 @@ class AgentHarness(BaseModel):
     @field_validator("system_prompt", "task_template", "turn_template", "retry_template")
     @classmethod
     def _compiles(cls, text: str) -> str:
-        try:
-            _template(text)
-        except TemplateError as error:
-            raise ValueError(f"not a valid template ({error})") from None
+        compile_template(text)  # a one-line ValueError, whatever goes wrong
         return text
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -116,22 +114,6 @@ class AgentHarness(BaseModel):
         """16 hex digits identifying this harness (its canonical JSON)."""
         canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
-
-
-_SANDBOX = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False, keep_trailing_newline=True)
-
-
-@lru_cache(maxsize=256)
-def _template(text: str) -> Any:
-    return _SANDBOX.from_string(text)
-
-
-def render(text: str, **values: Any) -> str:
-    """Render a harness template in jinja2's sandbox (no attribute access to Python internals)."""
-    try:
-        return str(_template(text).render(**values))
-    except TemplateError as error:
-        raise SpecError(f"agent harness: a template failed to render ({type(error).__name__}: {error}); fix the template") from None
 
 
 TEXTWORLD_SYSTEM = (

@@ -13,6 +13,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+MAX_CALLS = 64  # tool calls kept from one stream
+
+
+def _field(value: Any, name: str, kind: type = str) -> Any:
+    """``value``'s field ``name`` (an attribute, or a key of a dict) if it is a ``kind`` (not a bool), else None."""
+    found = value.get(name) if isinstance(value, dict) else getattr(value, name, None) if value is not None else None
+    return found if isinstance(found, kind) and not isinstance(found, bool) else None
+
 
 class IncompleteStream(Exception):
     """The stream ended before a chunk said why the completion finished (a dropped connection): retried like one."""
@@ -67,23 +75,32 @@ def assemble(stream: Any, started: float) -> Completion:
     text: list[str] = []
     calls: dict[int, ToolCall] = {}
     ident, model, finish, usage, first = "", "", None, None, None
-    for chunk in stream:
-        ident, model = getattr(chunk, "id", ident) or ident, getattr(chunk, "model", model) or model
+    for chunk in stream:  # whatever a chunk holds, only text, tool-call pieces, usage and a finish reason are read from it
+        ident, model = _field(chunk, "id") or ident, _field(chunk, "model") or model
         if getattr(chunk, "usage", None) is not None:
             usage = chunk.usage
-        for choice in getattr(chunk, "choices", None) or []:
-            delta = choice.delta
-            if getattr(delta, "content", None):
-                text.append(delta.content)
+        choices = getattr(chunk, "choices", None)
+        for choice in choices if isinstance(choices, list) else []:
+            delta = _field(choice, "delta", object)
+            content = _field(delta, "content")
+            if content:
+                text.append(content)
                 first = first if first is not None else time.perf_counter() - started
-            for piece in getattr(delta, "tool_calls", None) or []:
+            pieces = _field(delta, "tool_calls", list)
+            for piece in pieces or []:
                 first = first if first is not None else time.perf_counter() - started
-                call = calls.setdefault(int(piece.index or 0), ToolCall())
-                call.id = piece.id or call.id
-                if piece.function is not None:
-                    call.function.name += piece.function.name or ""
-                    call.function.arguments += piece.function.arguments or ""
-            finish = choice.finish_reason or finish
+                index = _field(piece, "index", int)
+                index = index if index is not None and 0 <= index < 10_000 else 0
+                if index not in calls and len(calls) >= MAX_CALLS:
+                    continue  # more calls than any reply can use: the agent refuses it by its count already
+                call = calls.setdefault(index, ToolCall())
+                call.id = _field(piece, "id") or call.id
+                function = _field(piece, "function", object)
+                call.function.name += _field(function, "name") or ""
+                call.function.arguments += _field(function, "arguments") or ""
+            reason = _field(choice, "finish_reason", object)
+            if reason is not None:
+                finish = reason if isinstance(reason, str) else "unknown"
     if finish is None:
         raise IncompleteStream("the stream ended before its finish reason")
     message = Message("".join(text), [calls[i] for i in sorted(calls)])

@@ -111,6 +111,8 @@ class TextView:
     def from_reply(self, reply: str, commands: list[str] | None = None, *, strip_fences: bool = True, first_line: bool = False,
                    strip: str = " \t\r\n", case_sensitive: bool = False) -> Any:  # fmt: skip
         """The action a text reply names; :class:`UnusableReply` if it names none."""
+        if reply is not None and not isinstance(reply, str):
+            raise UnusableReply("the reply is not text")
         text = reply or ""
         if strip_fences and (fenced := _FENCE.search(text)):
             text = fenced.group(1)
@@ -153,20 +155,27 @@ class TextView:
     def from_tool_call(self, name: str, arguments: str, commands: list[str]) -> Any:
         """The action a function call makes; :class:`UnusableReply` if it is not a valid call of an offered tool."""
         offered = [tool["function"]["name"] for tool in self.tools(commands)]
-        if name not in offered:
-            raise UnusableReply(f"there is no tool {name[:40]!r}; call one of {', '.join(offered)}")
+        if not isinstance(name, str) or name not in offered:
+            shown = name[:40] if isinstance(name, str) else type(name).__name__
+            raise UnusableReply(f"there is no tool {shown!r}; call one of {', '.join(offered)}")
+        if arguments is not None and not isinstance(arguments, str):
+            raise UnusableReply(f"the arguments of {name} are not JSON text")
         try:
-            args = json.loads(arguments or "{}")
+            args = json.loads(arguments or "{}", parse_constant=_not_a_number)
         except (ValueError, RecursionError):
-            raise UnusableReply(f"the arguments of {name} are not JSON") from None
+            raise UnusableReply(f"the arguments of {name} are not JSON (or hold NaN or Infinity)") from None
         if not isinstance(args, dict):
             raise UnusableReply(f"the arguments of {name} are not a JSON object")
         if self.kind == "tool_calls":
-            return json.dumps({"tool": name, **args})
+            return json.dumps({**args, "tool": name})  # the function called is the tool, whatever its arguments say
         key = "command" if self.kind == "commands" else "text"
         if not isinstance(args.get(key), str):
             raise UnusableReply(f"{name} needs a string argument {key!r}")
         return self.from_reply(args[key], commands, strip_fences=False, case_sensitive=True)
+
+
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a number JSON has")
 
 
 def text_view(env: gym.Env) -> TextView:

@@ -10,18 +10,29 @@ unknown finding or an answer that is not JSON is rejected and counted (``invalid
 valid proposal that does not build on the env is ``incompatible``. What passes goes
 through exactly the gates catalog proposals do; its provenance names the model and the
 prompt's hash.
+
+Every path from the model's answer is total: whatever the endpoint sends (no choices, no
+message, content that is not text, a body that is not JSON, an answer too long, NaN or
+Infinity, numbers too large, nesting too deep, parameters of the wrong type), the result
+is a count of refusals, never an exception out of :func:`llm_propose`. Parameters are read
+strictly, as JSON types: ``"0.1"`` is not a number and ``1.0`` not a whole one.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, create_model
 
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
-from envrigger.agents.chat import AgentError, Endpoint, _openai
+from envrigger.agents.chat import Endpoint, _get, scrub
 from envrigger.agents.harness import render
 from envrigger.diagnose import Diagnosis
 from envrigger.loop.propose import Candidate, _compatible
@@ -38,6 +49,7 @@ Answer with JSON only, no prose, in this form, with at most {{ n }} proposals:
 {"proposals": [{"finding": "<a weakness name above>", "transforms": [{"name": "<a transform above>", "params": {...}}], "rationale": "<one sentence>"}]}
 """
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+MAX_ANSWER_CHARS = 200_000  # asked for at most 2000 tokens, a model answers far less: a longer answer is refused unread
 
 
 # Catalog transforms that read or write text (tool calls, verbs, text observations): offered only on text envs.
@@ -104,9 +116,9 @@ def proposer_prompt(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> str:
 
 
 def parse_proposals(
-    answer: str, diagnosis: Diagnosis, base: HarnessSpec, model: str, prompt_hash: str, n: int = 4
+    answer: Any, diagnosis: Diagnosis, base: HarnessSpec, model: str, prompt_hash: str, n: int = 4, secret: str | None = None
 ) -> tuple[list[Candidate], dict[str, int]]:
-    """The candidates in a model's answer, and how many proposals were rejected, by why.
+    """The candidates in a model's answer, and how many proposals were rejected, by why; ``secret`` never in a rationale.
 
     Example:
         >>> from envrigger.diagnose import Diagnosis, Finding
@@ -125,11 +137,14 @@ def parse_proposals(
     def reject(why: str) -> None:
         rejected[why] = rejected.get(why, 0) + 1
 
-    text = answer or ""
+    text = answer if isinstance(answer, str) else ""
+    if len(text) > MAX_ANSWER_CHARS:
+        reject("invalid")
+        return [], rejected
     if fenced := _FENCE.search(text):
         text = fenced.group(1)
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_not_a_number)
     except (ValueError, RecursionError):
         reject("invalid")
         return [], rejected
@@ -142,39 +157,30 @@ def parse_proposals(
     seen = {base.hash()}
     for proposal in proposals[: 2 * n]:
         try:
-            if not isinstance(proposal, dict) or proposal.get("finding") not in names:
-                raise ValueError("no finding of the diagnosis")
-            specs = proposal.get("transforms")
-            if not isinstance(specs, list) or not specs or len(specs) > 4:
-                raise ValueError("transforms must be a list of 1 to 4")
-            built = []
-            for spec in specs:
-                if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict):
-                    raise ValueError("a transform is {name, params}")
-                cls = TRANSFORMS.get(spec["name"])
-                if cls is None or cls not in CATALOG or cls.kind == "link":
-                    raise ValueError(f"{spec['name']!r} is not a catalog transform a proposer may use")
-                built.append(transform_from_spec({"name": spec["name"], "params": spec.get("params", {})}))
-        except (ValueError, TypeError, EnvHarnessError, RecursionError):
+            finding, built, why = _read(proposal, names)
+            candidate_spec = base.extended(*built)
+            spec_hash = candidate_spec.hash()
+        except Exception:  # whatever the proposal's data does (EnvHarnessError, ValueError, RecursionError...): one refusal
             reject("invalid")
             continue
-        finding = names[proposal["finding"]]
-        candidate_spec = base.extended(*built)
-        if candidate_spec.hash() in seen:
+        if spec_hash in seen:
             reject("duplicate")
             continue
-        if not _compatible(candidate_spec):
+        try:
+            compatible = _compatible(candidate_spec)
+        except Exception:  # a reshaping that breaks building the env is one the env cannot take
+            compatible = False
+        if not compatible:
             reject("incompatible")
             continue
-        seen.add(candidate_spec.hash())
-        why = str(proposal.get("rationale", ""))[:300].replace("\n", " ")
+        seen.add(spec_hash)
         out.append(
             Candidate(
                 spec=candidate_spec,
                 added=[TransformSpec(**t.to_spec()) for t in built],
                 finding=finding.name,
                 finding_stats=finding.stats,
-                rationale=f"{finding.name}: proposed by {model} (prompt {prompt_hash}): {why}",
+                rationale=scrub(f"{finding.name}: proposed by {model} (prompt {prompt_hash}): {why}", secret),
                 origin="llm",
             )
         )
@@ -183,11 +189,48 @@ def parse_proposals(
     return out, rejected
 
 
+def _not_a_number(word: str) -> Any:
+    raise ValueError(f"{word} is not a number JSON has")
+
+
+def _read(proposal: Any, names: dict[str, Any]) -> tuple[Any, list[Any], str]:
+    """(the finding, the transforms, the rationale) of one proposal; ValueError (or a SpecError) if it is not one."""
+    if not isinstance(proposal, dict) or not isinstance(proposal.get("finding"), str) or proposal["finding"] not in names:
+        raise ValueError("no finding of the diagnosis")
+    specs = proposal.get("transforms")
+    if not isinstance(specs, list) or not specs or len(specs) > 4:
+        raise ValueError("transforms must be a list of 1 to 4")
+    built = []
+    for spec in specs:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or not isinstance(spec.get("params", {}), dict):
+            raise ValueError("a transform is {name, params}")
+        cls = TRANSFORMS.get(spec["name"])
+        if cls is None or cls not in CATALOG or cls.kind == "link":
+            raise ValueError(f"{spec['name'][:60]!r} is not a catalog transform a proposer may use")
+        params = spec.get("params", {})
+        _strict(cls).model_validate_json(json.dumps(params, allow_nan=False))  # JSON types as sent: "0.1" is no number
+        built.append(transform_from_spec({"name": spec["name"], "params": params}))
+    rationale = proposal.get("rationale", "")
+    if not isinstance(rationale, str):
+        raise ValueError("the rationale is one sentence of text")
+    return names[proposal["finding"]], built, rationale[:300].replace("\n", " ")
+
+
+@cache
+def _strict(cls: type[BaseModel]) -> type[BaseModel]:
+    """``cls``'s parameters as a strict model: no value coerced from another JSON type, no unknown field."""
+    fields: dict[str, Any] = {name: (field.annotation, field) for name, field in cls.model_fields.items()}
+    return create_model(f"{cls.__name__}Strict", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
+
+
 def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: int = 4) -> tuple[list[Candidate], dict[str, int]]:
-    """Ask the model once; its valid proposals as candidates, and the rejections counted (an endpoint error: ``endpoint``)."""
+    """Ask the model once; its valid proposals as candidates, and the rejections counted (an endpoint error: ``endpoint``).
+
+    Nothing the endpoint sends makes this raise: a call that fails is ``endpoint``, an
+    answer that is not the JSON asked for (whatever its shape) ``invalid``.
+    """
     prompt = proposer_prompt(diagnosis, base, n)
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-    openai = _openai()
     try:
         response = endpoint.client().chat.completions.create(
             model=endpoint.model,
@@ -199,9 +242,14 @@ def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: 
             seed=0,
             max_tokens=2000,
         )
-    except (openai.APIError, AgentError):
+    except Exception:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
         return [], {"endpoint": 1}
-    return parse_proposals(response.choices[0].message.content or "", diagnosis, base, endpoint.model, prompt_hash, n)
+    choices = _get(response, "choices")
+    content = _get(_get(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
+    try:
+        return parse_proposals(content, diagnosis, base, endpoint.model, prompt_hash, n, secret=os.environ.get(endpoint.api_key_env))
+    except Exception:  # parse_proposals refuses what it reads; this is the last guard of a run against an answer
+        return [], {"invalid": 1}
 
 
 __all__ = ["llm_propose", "parse_proposals", "proposer_prompt"]
