@@ -158,7 +158,12 @@ def collect(
     api_key_env: str = typer.Option(
         "OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="With --agent chat: the variable holding the API key (never stored)."
     ),
-    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1, help="With --agent chat: seconds a model call may take."),
+    request_timeout: float = typer.Option(
+        60.0,
+        "--request-timeout",
+        min=0.1,
+        help="With --agent chat: seconds a whole model call may take (each attempt: connect, the answer and every byte of its stream).",
+    ),
     concurrency: int = typer.Option(
         1,
         "--concurrency",

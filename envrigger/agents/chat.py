@@ -77,7 +77,16 @@ class Endpoint:
         return key
 
     def client(self) -> Any:
-        return _openai().OpenAI(base_url=self.base_url, api_key=self.api_key(), timeout=self.timeout_s, max_retries=0)
+        from envrigger.agents.deadline import deadline_client
+
+        # timeout_s bounds a whole call, however the endpoint paces its bytes (httpx alone bounds each read)
+        return _openai().OpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key(),
+            timeout=self.timeout_s,
+            max_retries=0,
+            http_client=deadline_client(self.timeout_s),
+        )
 
 
 SECRET_MIN_CHARS = 8  # a shorter "key" (a local server's "local", "x") is no secret, and would mangle text

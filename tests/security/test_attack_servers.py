@@ -922,6 +922,37 @@ def test_a_remote_env_request_is_cut_at_its_total_timeout_however_the_server_dri
         server.close()
 
 
+@pytest.mark.parametrize("where", ["headers", "body", "stream", "silent"])
+def test_a_model_call_of_the_chat_agent_is_cut_at_its_request_timeout_however_the_endpoint_drips(monkeypatch, where):
+    # The third surface: `collect --request-timeout` (Endpoint.timeout_s), the client of the chat agent, proposer and skills.
+    import openai
+
+    from envrigger.agents.chat import Endpoint
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-drip-test-key")
+    stopped = threading.Event()
+    whole = http_answer(200, json.dumps(completion(content="x" * 200)).encode())
+    script = {"headers": drip(whole, 0.05, stopped),
+              "body": lambda c, r: (c.sendall(whole[:120]), drip(whole[120:], 0.05, stopped)(c, r)),
+              "stream": endless_stream,
+              "silent": lambda c, r: stopped.wait(20)}[where]  # fmt: skip
+    server = RawUpstream(script)
+    try:
+        client = Endpoint(server.url, "m", timeout_s=1.0, attempts=1).client()
+        started = time.monotonic()
+        with pytest.raises(openai.APIError):
+            if where == "stream":
+                for _ in client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True):
+                    pass
+            else:
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+        took = time.monotonic() - started
+        assert took < 3.0, f"the call took {took:.1f} s against a 1 s request timeout"
+    finally:
+        stopped.set()
+        server.close()
+
+
 def test_an_upstream_that_never_answers_is_504_at_the_deadline(tmp_path, proxy_over):
     stopped = threading.Event()
     upstream = RawUpstream(lambda c, r: stopped.wait(20))
