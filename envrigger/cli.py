@@ -720,9 +720,27 @@ def run_command(
         # Seeds in processes of their own print their own round lines; the console's log closure stays here.
         result = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
         _show_across_seeds(target, result)
+        _write_report(target, log)
         return
-    result = run_loop(target, config, on_round=_show_round, log=log, stage=_progress_bar)
+
+    def shown(summary: dict[str, Any]) -> None:  # the round's line, then the run's page as it now stands
+        _show_round(summary)
+        _write_report(target, log)
+
+    result = run_loop(target, config, on_round=shown, log=log, stage=_progress_bar)
     _show_final(target, result)
+    _write_report(target, log)
+
+
+def _write_report(run: Path, log: Callable[[str], None]) -> None:
+    """Write ``run/report.html`` as the run stands; a page that cannot be drawn is said, never fails the run."""
+    from envrigger.report.run import write_run_report
+
+    try:
+        write_run_report(run)
+    except Exception as error:  # noqa: BLE001 - the report is a view of the run, never a reason to stop it
+        first = str(error).splitlines()[0] if str(error) else ""
+        log(f"report.html not written ({type(error).__name__}: {first}); rebuild it with `envrigger report {run}`")
 
 
 @contextlib.contextmanager

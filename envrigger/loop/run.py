@@ -299,7 +299,6 @@ def _run_loop(
         summaries.append(summary)
         if board is not None:
             board.round(summary)
-        _report(out, log)
         if on_round is not None:
             on_round(summary)
     library.close()
@@ -311,20 +310,7 @@ def _run_loop(
     else:
         final = _final(out, config, split, summaries, log)
         _save_json(final_path, final)
-        _report(out, log)
     return {"rounds": summaries, "final": final}
-
-
-def _report(out: Path, log: Callable[[str], None]) -> None:
-    """Write ``out/report.html`` as the run stands; a page that cannot be drawn is said, never fails the run."""
-    from envrigger.report.run import write_run_report
-
-    try:
-        write_run_report(out)
-    except Exception as error:  # noqa: BLE001 - the report is a view of the run, never a reason to stop it
-        log(
-            f"report.html not written ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); rebuild it with `envrigger report {out}`"
-        )
 
 
 def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:

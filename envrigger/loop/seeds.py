@@ -187,20 +187,8 @@ def run_many(
             }
             result = across_seeds(finals)
             _save_json(run.out / "result.json", result)
-            _index(run.out, log)
             results.append(result)
         return results
-
-
-def _index(out: Path, log: Callable[[str], None]) -> None:
-    """Write ``out/report.html``: the across-seed table and a link to each seed's page (each seed wrote its own)."""
-    from envharness.cli import write_atomically
-    from envrigger.report.run import render_seeds_report
-
-    try:
-        write_atomically(out / "report.html", render_seeds_report(out))
-    except Exception as error:  # noqa: BLE001 - a view of the run, never a reason to stop it
-        log(f"report.html not written ({type(error).__name__}); rebuild it with `envrigger report {out}`")
 
 
 def _prefixed(log: Callable[[str], None], label: str) -> Callable[[str], None]:

@@ -379,7 +379,7 @@ def test_training_collection_and_validation_never_play_a_held_out_or_validation_
     assert split.disjoint and len(split.heldout_levels) > 100
     assert not set(split.validation_levels) & set(split.heldout_levels)
     used = json.loads((tmp_path / "run" / "levels-round-2.json").read_text())
-    assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate", "rigger:credit"}
+    assert set(used) == {f"{arm}:train" for arm in ARMS} | {"rigger:collect", "rigger:validate", "rigger:credit", "original-select:credit"}
     reserved = set(split.heldout_levels) | set(split.validation_levels)
     for use, levels in used.items():
         assert levels and not set(levels) & reserved, use
@@ -723,7 +723,7 @@ def test_a_failing_seed_in_parallel_is_named_and_the_others_finish_and_resume(tm
     [
         (
             ["--arms", "original,bogus"],
-            "--arms: got 'original,bogus'; give distinct arms from original,dr,dr-any,plr,plr-random,rigger-noreplay,rigger",
+            "--arms: got 'original,bogus'; give distinct arms from original,original-select,dr,dr-any,plr,plr-random,rigger-noreplay,rigger",
         ),
         (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
     ],
