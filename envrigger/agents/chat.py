@@ -70,11 +70,26 @@ class Endpoint:
 
     def api_key(self) -> str:
         key = os.environ.get(self.api_key_env)
+        if key is None and self.api_key_env == "OPENAI_API_KEY" and self.local():
+            return "no-key"  # vLLM, llama.cpp and Ollama on this machine need none (a variable named with --api-key-env is still required)
         if key is None:
             raise SpecError(
                 f"the API key variable {self.api_key_env} is not set; export it (any value for a local server), or name another with --api-key-env"
             )
         return key
+
+    def local(self) -> bool:
+        """Whether the endpoint is on this machine (a loopback address), where servers need no key."""
+        import ipaddress
+        import urllib.parse
+
+        host = urllib.parse.urlsplit(self.base_url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
 
     def client(self) -> Any:
         from envrigger.agents.deadline import deadline_client

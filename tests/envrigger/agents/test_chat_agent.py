@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -362,6 +363,22 @@ def test_collect_with_a_chat_agent_refuses_bad_input_in_one_line_and_writes_noth
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0], done.stderr
     assert KEY not in done.stderr and not (tmp_path / "run").exists()
+
+
+def test_a_loopback_endpoint_needs_no_key_variable_and_a_hosted_one_still_does(tmp_path):
+    # vLLM, llama.cpp and Ollama on this machine take any key: OPENAI_API_KEY unset is fine there, not for a remote host.
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    with ChatServer(lambda request: Reply(content='{"tool": "submit"}')) as server:
+        done = subprocess.run([sys.executable, "-m", "envrigger.cli", "collect", "envharness/CodeRepair-v0", "--agent", "chat",
+                               "--base-url", server.url, "--model", "scripted", "-n", "1", "-o", str(tmp_path / "local")],
+                              capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert {k.lower(): v for k, v in server.requests[-1]["headers"].items()}["authorization"] == "Bearer no-key"
+    remote = subprocess.run([sys.executable, "-m", "envrigger.cli", "collect", "envharness/CodeRepair-v0", "--agent", "chat",
+                             "--base-url", "http://203.0.113.7:8000/v1", "--model", "m", "-o", str(tmp_path / "remote")],
+                            capture_output=True, text=True, env=env, timeout=300)  # fmt: skip
+    assert remote.returncode == 2 and "the API key variable OPENAI_API_KEY is not set" in remote.stderr
+    assert not (tmp_path / "remote").exists()
 
 
 def test_agent_init_prints_a_harness_that_validates():
