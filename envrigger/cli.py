@@ -535,8 +535,9 @@ def run_command(
         "ppo",
         "--learner",
         help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
-        "observation), qlearning (tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), or none "
-        "(with --agent chat: an LLM agent the loop plays, reshapes for and evaluates, but does not train).",
+        "observation), qlearning (tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), none "
+        "(with --agent chat: an LLM agent the loop plays, reshapes for and evaluates, but does not train), or skills "
+        "(with --agent chat: an LLM agent that learns through a skill memory induced from its episodes).",
     ),
     arms: str = typer.Option(
         "original,rigger",
@@ -664,8 +665,8 @@ def run_command(
         spec = _spec_from(env)
         spec.build().close()
         learner_params: dict[str, Any] = {}
-        if (learner == "none") != (agent is not None):
-            raise UserError("--learner none and --agent chat go together: the loop plays an agent it does not train")
+        if (learner in ("none", "skills")) != (agent is not None):
+            raise UserError("--learner none (an agent the loop does not train) or skills (its skill memory) and --agent chat go together")
         if agent is not None:
             factory = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, 60.0, ())
             learner_params = {

@@ -275,10 +275,15 @@ class ChatAgent:
         first = self._steps == 0
         template = self.harness.task_template if first else self.harness.turn_template
         content = render(template, observation=text, commands=commands, step=self._steps, reward=self._reward, error="")
+        lessons = self._lessons(text) if first else []
+        if lessons:  # the skill memory: the lessons that best match this task, before its first message
+            content = "Lessons from earlier episodes:\n" + "\n".join(f"- {lesson}" for lesson in lessons) + "\n\n" + content
         self._say(content)
         self._steps += 1
         for attempt in range(self.harness.retries + 1):
             message, record, problem = self._call(commands)
+            if lessons and attempt == 0:
+                record["envrigger.skills"] = lessons  # which lessons this episode's agent was given
             try:
                 action = self._action(message, commands, problem)
             except UnusableReply as unusable:
@@ -292,6 +297,22 @@ class ChatAgent:
             self._calls.append(record)
             return action
         return self.view.unusable()
+
+    def _lessons(self, task: str) -> list[str]:
+        """The harness's lessons that best match ``task`` (BM25), best first, within its character budget."""
+        harness = self.harness
+        if not harness.skills or harness.skills_k == 0:
+            return []
+        from envrigger.skills.retrieve import bm25_rank
+
+        chosen, used = [], 0
+        for index in bm25_rank(task, harness.skills, harness.skills_k):
+            lesson = harness.skills[index]
+            if used + len(lesson) > harness.skills_chars:
+                break
+            chosen.append(lesson)
+            used += len(lesson)
+        return chosen
 
     # -- messages ------------------------------------------------------------------------
     def _say(self, content: str) -> None:

@@ -90,6 +90,23 @@ class AgentHarness(BaseModel):
     max_calls: int = Field(200, ge=1, le=100_000, description="model calls per episode; the episode ends when they run out")
     sampling: Sampling = Field(default_factory=Sampling)
     context: ContextPolicy = Field(default_factory=ContextPolicy)
+    skills: list[str] = Field(
+        default_factory=list,
+        max_length=200,
+        description="lessons the agent may be reminded of (a skill memory): the best matches of each task are put before its first message",
+    )
+    skills_k: int = Field(3, ge=0, le=20, description="lessons retrieved per task (BM25 over the task's text)")
+    skills_chars: int = Field(1200, ge=0, le=20_000, description="characters the lessons may add to a task's first message")
+
+    @field_validator("skills")
+    @classmethod
+    def _short_lessons(cls, lessons: list[str]) -> list[str]:
+        from envrigger.skills.memory import MAX_SKILL_CHARS
+
+        for i, lesson in enumerate(lessons):
+            if not lesson.strip() or len(lesson) > MAX_SKILL_CHARS:
+                raise ValueError(f"skills[{i}]: give a lesson of 1 to {MAX_SKILL_CHARS} characters")
+        return lessons
 
     @field_validator("system_prompt", "task_template", "turn_template", "retry_template")
     @classmethod
@@ -111,8 +128,12 @@ class AgentHarness(BaseModel):
             raise SpecError(f"{source}: {where}: {first['msg']}; see `envrigger agent init` for a valid harness") from None
 
     def hash(self) -> str:
-        """16 hex digits identifying this harness (its canonical JSON)."""
-        canonical = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        """16 hex digits identifying this harness (its canonical JSON; a harness without skills hashes as before skills existed)."""
+        data = self.model_dump(mode="json")
+        if not data["skills"]:
+            for name in ("skills", "skills_k", "skills_chars"):
+                data.pop(name)
+        canonical = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 

@@ -19,6 +19,10 @@ def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> Any:
         from envrigger.loop.learners.fixed import AgentLearner
 
         return AgentLearner(env, seed=seed, **params)
+    if kind == "skills":
+        from envrigger.loop.learners.skills import SkillsLearner
+
+        return SkillsLearner(env, seed=seed, **params)
     if kind == "qlearning":
         return TabularLearner(env, seed=seed, **params)
     if kind == "textq":
@@ -38,6 +42,10 @@ def load_learner(kind: str, path: Path, env: gym.Env) -> Any:
         from envrigger.loop.learners.fixed import AgentLearner
 
         return AgentLearner.load(path, env)
+    if kind == "skills":
+        from envrigger.loop.learners.skills import SkillsLearner
+
+        return SkillsLearner.load(path, env)
     if kind == "textq":
         return TextQLearner.load(path, env)
     return (TabularLearner if kind == "qlearning" else PPOLearner).load(path, env)

@@ -13,7 +13,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 
-LEARNERS = ("qlearning", "ppo", "textq", "none")  # none: an agent the loop does not train (--agent chat)
+LEARNERS = (
+    "qlearning",
+    "ppo",
+    "textq",
+    "none",
+    "skills",
+)  # none: an agent the loop does not train; skills: its skill memory (--agent chat)
 
 
 @runtime_checkable

@@ -1,0 +1,163 @@
+"""``--learner skills``: an LLM agent that learns through a skill memory, not its weights (EnvHarness's mechanism).
+
+Contains :class:`SkillsLearner`. Its ``train`` plays the chat agent (with the lessons it has
+so far) on the arm's envs for the round's env steps, reads each episode as a
+:class:`~envrigger.skills.Trace` (the task's text, the commands, the rewards, the outcome),
+induces lessons from them — by the deterministic extractor, or by the model answering in
+validated JSON (``induce: "model"``) — and merges them into its memory (duplicates merged,
+at most ``max_skills``). Its policy is the chat agent with those lessons in its harness
+(``AgentHarness.skills``), so each task's first message carries the lessons that best match
+it, the harness's hash names the memory, and a ledger's harness factor covers skill changes.
+It saves the agent's description (never the key) and the lessons with their provenance.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from envrigger.skills import Skill, Trace, extract_skills
+from envrigger.skills.induce import induce_skills
+
+INDUCERS = ("extractor", "model")
+
+
+class SkillsLearner:
+    """A chat agent whose harness carries the lessons induced from its own episodes, round after round.
+
+    Args:
+        env: the env (its spaces are checked by the agent's text view).
+        seed: unused (the agent's sampling seed is its harness's).
+        agent: ``{"base_url", "model", "harness", "api_key_env", "timeout_s"}``, as ``--learner none`` takes.
+        induce: ``extractor`` (deterministic rules) or ``model`` (the agent's own model, in JSON).
+        max_skills: the memory's bound; the first lessons stay, later duplicates add their evidence.
+
+    Example:
+        >>> import envharness
+        >>> from envrigger.agents import default_harness
+        >>> env = envharness.wrap("envharness/CodeRepair-v0", task="add")
+        >>> agent = {"base_url": "http://127.0.0.1:9/v1", "model": "m", "harness": default_harness().model_dump(), "api_key_env": "PATH"}
+        >>> learner = SkillsLearner(env, agent=agent)
+        >>> learner.skills, learner.policy_id.startswith("chat:m:")
+        ([], True)
+    """
+
+    kind = "skills"
+
+    def __init__(
+        self, env: gym.Env, seed: int = 0, agent: dict[str, Any] | None = None, induce: str = "extractor", max_skills: int = 50
+    ) -> None:
+        from envrigger.agents import text_view
+
+        if not agent or not agent.get("base_url") or not agent.get("model"):
+            raise ValueError("--learner skills trains an LLM agent's skill memory: give --agent chat --base-url URL --model NAME")
+        if induce not in INDUCERS:
+            raise ValueError(f"skills: induce: got {induce!r}; use one of {', '.join(INDUCERS)}")
+        text_view(env)  # an env the agent can read, or a one-line refusal
+        self.agent, self.induce, self.max_skills = dict(agent), induce, int(max_skills)
+        self.skills: list[Skill] = []
+        self.rounds = 0
+        self.refused: dict[str, int] = {}  # the model's answers that were not skills, counted
+
+    def _endpoint(self) -> Any:
+        from envrigger.agents import Endpoint
+
+        agent = self.agent
+        return Endpoint(
+            str(agent["base_url"]), str(agent["model"]), api_key_env=str(agent.get("api_key_env", "OPENAI_API_KEY")),
+            timeout_s=float(agent.get("timeout_s", 60.0)),
+        )  # fmt: skip
+
+    def _factory(self) -> Any:
+        from envrigger.agents import AgentHarness, ChatAgentFactory
+
+        harness = AgentHarness.model_validate(self.agent.get("harness") or {})
+        harness = harness.model_copy(update={"skills": [s.text for s in self.skills]})
+        return ChatAgentFactory(harness, self._endpoint())
+
+    @property
+    def policy_id(self) -> str:
+        return str(self._factory().policy_id)
+
+    def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
+        """Play the agent for ``steps`` env steps on envs from ``make_env``, then induce lessons from those episodes."""
+        from envrigger.agents import AgentError
+
+        env = make_env()
+        factory = self._factory()
+        agent = factory(env)
+        taken, episode, found = 0, 0, []
+        try:
+            while taken < steps:
+                agent.reset(seed + episode)
+                obs, info = env.reset(seed=seed + episode)
+                task = obs.get("text", "") if isinstance(obs, dict) else str(obs)
+                commands, rewards, success = [], [], False
+                done = False
+                while not done and taken < steps:
+                    try:
+                        action = agent.act(obs, info)
+                    except AgentError:  # the call budget, or an endpoint that gave up: the episode ends here
+                        break
+                    obs, reward, terminated, truncated, info = env.step(action)
+                    agent.pop_calls()
+                    taken += 1
+                    commands.append(str(info.get("command", action)))
+                    rewards.append(float(reward))
+                    done = terminated or truncated
+                    verdict = info.get("verdict")
+                    success = bool(getattr(verdict, "success", False)) if done else False
+                found.append(Trace(episode, task, tuple(commands), tuple(rewards), success))
+                episode += 1
+                if not commands:  # nothing was played (an endpoint that answers nothing usable): no more episodes this round
+                    taken = max(taken, steps)
+        finally:
+            env.close()
+        self.rounds += 1
+        lessons = extract_skills(found)
+        if self.induce == "model":
+            induced, refused = induce_skills(self._endpoint(), found)
+            lessons = induced + lessons  # the model's own lessons first, the extractor's as a floor
+            for why, count in refused.items():
+                self.refused[why] = self.refused.get(why, 0) + count
+        self._merge([s.model_copy(update={"round": self.rounds}) for s in lessons])
+        return taken
+
+    def _merge(self, lessons: list[Skill]) -> None:
+        from envrigger.skills.memory import _similar
+
+        for lesson in lessons:
+            twin = next((i for i, s in enumerate(self.skills) if s.key == lesson.key or _similar(s, lesson)), None)
+            if twin is not None:
+                old = self.skills[twin]
+                self.skills[twin] = old.model_copy(update={"episodes": list(dict.fromkeys(old.episodes + lesson.episodes))[:50]})
+            elif len(self.skills) < self.max_skills:
+                self.skills.append(lesson)
+
+    def policy(self) -> Any:
+        return self._factory()
+
+    def save(self, path: Path) -> Path:
+        target = Path(str(path) + ".skills.json")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        state = {
+            "agent": self.agent, "induce": self.induce, "max_skills": self.max_skills, "rounds": self.rounds,
+            "refused": self.refused, "skills": [s.model_dump(mode="json") for s in self.skills],
+        }  # fmt: skip
+        target.write_text(json.dumps(state, indent=2, sort_keys=True))
+        return target
+
+    @classmethod
+    def load(cls, path: Path, env: gym.Env) -> SkillsLearner:
+        state = json.loads(Path(str(path) + ".skills.json").read_text())
+        learner = cls(env, agent=state["agent"], induce=state["induce"], max_skills=state["max_skills"])
+        learner.rounds, learner.refused = int(state["rounds"]), dict(state["refused"])
+        learner.skills = [Skill.model_validate(s) for s in state["skills"]]
+        return learner
+
+
+__all__ = ["SkillsLearner"]
