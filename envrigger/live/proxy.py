@@ -6,7 +6,8 @@ to the upstream unchanged (streamed or not) and records every call in the run's
 response (a stream's chunks put back together), usage, latency, status and errors, under
 the OpenTelemetry GenAI keys the chat agent records (``gen_ai.usage.input_tokens``...).
 A call belongs to an episode through its path, ``/sessions/{session_id}/v1/...`` (as Agent
-Lightning routes rollout ids), or the header ``X-Envharness-Session``; the session id is
+Lightning routes rollout ids) or Agent Lightning 1.0's ``/proxy/rollout/{rollout_id}/attempt/{attempt_id}/v1/...``
+(the rollout's id is the session), or the header ``X-Envharness-Session``; the session id is
 the one ``envharness serve`` hands out, which is how the served episode's steps get their
 calls. The caller's ``Authorization`` goes upstream and is never stored. With
 ``token_ids``, each request also asks the upstream for token ids and log-probabilities
@@ -64,6 +65,9 @@ TOKEN_HEADER = "X-Envrigger-Token"
 FORWARDED = ("authorization", "content-type", "accept", "openai-organization", "openai-project")
 CREDENTIALS = ("authorization", "api-key", "x-api-key", TOKEN_HEADER.lower())  # never stored, never returned
 MAX_BODY = 32 << 20  # bytes of a request: room for long contexts and images sent inline
+
+
+AGL_ROUTE = "/proxy/rollout/{rollout_id}/attempt/{attempt_id}"  # Agent Lightning 1.0's path form of a rollout's model calls
 
 
 def credentials_of(headers: Any) -> list[str]:
@@ -214,7 +218,7 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
             deadline.disarm()
         return JSONResponse(scrub(answer), response.status)
 
-    for prefix in ("", "/sessions/{session_id}"):
+    for prefix in ("", "/sessions/{session_id}", AGL_ROUTE):
         app.add_api_route(prefix + "/v1/models", models, methods=["GET"])
 
     async def completion(request: Request, operation: str, session: str | None) -> Any:
@@ -366,6 +370,15 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
     @app.post("/sessions/{session_id}/v1/completions")
     async def session_text(session_id: str, request: Request) -> Any:
         return await completion(request, "text_completion", session_id)
+
+    # Agent Lightning 1.0's gateway form: the rollout is the session (each attempt of it records under the rollout's id).
+    @app.post(AGL_ROUTE + "/v1/chat/completions")
+    async def rollout_chat(rollout_id: str, attempt_id: str, request: Request) -> Any:
+        return await completion(request, "chat", rollout_id)
+
+    @app.post(AGL_ROUTE + "/v1/completions")
+    async def rollout_text(rollout_id: str, attempt_id: str, request: Request) -> Any:
+        return await completion(request, "text_completion", rollout_id)
 
     return app
 

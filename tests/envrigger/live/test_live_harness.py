@@ -264,3 +264,17 @@ def test_the_proxy_flags_require_a_token_and_bound_a_whole_call(servers, tmp_pat
     done = subprocess.run([sys.executable, "-m", "envrigger.cli", "proxy", "--upstream", "http://127.0.0.1:9/v1", "--run", str(run),
                            "--token-env", "PROXY_TOKEN"], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2 and done.stderr.strip().count("\n") == 0 and "PROXY_TOKEN is not set" in done.stderr
+
+
+def test_agent_lightning_1_0_gateway_paths_record_under_the_rollout(servers, tmp_path):
+    # Agent Lightning 1.0 points an agent at /proxy/rollout/{rollout}/attempt/{attempt}/v1: the rollout is the session.
+    import openai
+
+    with ChatServer(lambda request: Reply(content="go east")) as upstream:
+        proxy = servers("proxy", "--upstream", upstream.url, "--run", str(tmp_path / "run"))
+        client = openai.OpenAI(base_url=f"{proxy}/proxy/rollout/ro-7/attempt/at-2/v1", api_key="sk-agent-SECRET", max_retries=0)
+        assert [m.id for m in client.models.list()] == ["scripted"]
+        answer = client.chat.completions.create(model="scripted", messages=[{"role": "user", "content": "where now?"}])
+        assert answer.choices[0].message.content == "go east"
+    (call,) = CallLog(tmp_path / "run").read("ro-7")
+    assert call["gen_ai.conversation.id"] == "ro-7" and "sk-agent-SECRET" not in (tmp_path / "run" / "calls.jsonl").read_text()
