@@ -181,7 +181,7 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
     async def routed(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 404:
             return refuse(404, f"no route {request.method} {request.url.path[:80]}; the proxy serves /v1/chat/completions, "
-                               "/v1/completions and /v1/models (also under /sessions/SESSION_ID)")  # fmt: skip
+                               "/v1/completions and /v1/models (also under /sessions/SESSION_ID and /proxy/rollout/ID/attempt/ID)")  # fmt: skip
         if exc.status_code == 405:
             return refuse(405, f"{request.method} is not allowed on {request.url.path[:80]}")
         return refuse(exc.status_code, str(exc.detail))
