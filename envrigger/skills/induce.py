@@ -190,9 +190,10 @@ def induce_skills(endpoint: Any, found: list[Trace]) -> tuple[list[Skill], dict[
     """Ask the model at ``endpoint`` (an :class:`~envrigger.agents.Endpoint`) for skills from ``found``; refusals counted, never raised."""
     if not found:
         return [], {}
-    from envrigger.agents.chat import AgentError, _openai
+    import openai  # the llm extra; an endpoint is only given where it is installed
 
-    openai = _openai()
+    from envharness.errors import EnvHarnessError  # what Endpoint.client() raises (a key variable not set, an agent error)
+
     try:
         response = endpoint.client().chat.completions.create(
             model=endpoint.model,
@@ -205,7 +206,7 @@ def induce_skills(endpoint: Any, found: list[Trace]) -> tuple[list[Skill], dict[
             max_tokens=1500,
         )
         content = response.choices[0].message.content if response.choices else None
-    except (openai.APIError, AgentError):
+    except (openai.APIError, EnvHarnessError):
         return [], {"endpoint": 1}
     except (AttributeError, TypeError, IndexError):  # a reply the client parsed into the wrong shape
         return [], {"invalid": 1}
