@@ -61,7 +61,10 @@ class Skill(BaseModel):
         return hashlib.blake2b(" ".join(tokens(self.text)).encode(), digest_size=8).hexdigest()
 
 
-def _similar(a: Skill, b: Skill, threshold: float = 0.8) -> bool:
+def same_lesson(a: Skill, b: Skill, threshold: float = 0.8) -> bool:
+    """Whether two lessons are one: the same words, or ``threshold`` of their words shared (they merge their evidence)."""
+    if a.key == b.key:
+        return True
     x, y = set(tokens(a.text)), set(tokens(b.text))
     return bool(x | y) and len(x & y) / len(x | y) >= threshold
 
@@ -139,7 +142,7 @@ class SkillLibrary:
             added = merged = 0
             for skill in skills:
                 skill = skill.model_copy(update={"release": release, "round": round})
-                twin = skill.key if skill.key in kept else next((k for k, s in kept.items() if _similar(s, skill)), None)
+                twin = skill.key if skill.key in kept else next((k for k, s in kept.items() if same_lesson(s, skill)), None)
                 if twin is not None:
                     old = kept[twin]
                     episodes = list(dict.fromkeys(old.episodes + skill.episodes))[:MAX_EPISODES_KEPT]

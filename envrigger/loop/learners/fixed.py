@@ -18,6 +18,16 @@ from typing import Any
 import gymnasium as gym
 
 
+def agent_endpoint(agent: dict[str, Any]) -> Any:
+    """The :class:`~envrigger.agents.Endpoint` a loop learner's agent description names (the key's variable, never the key)."""
+    from envrigger.agents import Endpoint
+
+    return Endpoint(
+        str(agent["base_url"]), str(agent["model"]), api_key_env=str(agent.get("api_key_env", "OPENAI_API_KEY")),
+        timeout_s=float(agent.get("timeout_s", 60.0)),
+    )  # fmt: skip
+
+
 class AgentLearner:
     """The loop's view of an agent it does not train.
 
@@ -39,18 +49,14 @@ class AgentLearner:
     kind = "none"
 
     def __init__(self, env: gym.Env, seed: int = 0, agent: dict[str, Any] | None = None) -> None:
-        from envrigger.agents import AgentHarness, ChatAgentFactory, Endpoint, text_view
+        from envrigger.agents import AgentHarness, ChatAgentFactory, text_view
 
         if not agent or not agent.get("base_url") or not agent.get("model"):
             raise ValueError("--learner none plays an agent it does not train: give --agent chat --base-url URL --model NAME")
         text_view(env)  # an env the agent can read, or a one-line refusal
         self.agent = dict(agent)
         harness = AgentHarness.model_validate(agent.get("harness") or {})
-        endpoint = Endpoint(
-            str(agent["base_url"]), str(agent["model"]), api_key_env=str(agent.get("api_key_env", "OPENAI_API_KEY")),
-            timeout_s=float(agent.get("timeout_s", 60.0)),
-        )  # fmt: skip
-        self._factory = ChatAgentFactory(harness, endpoint)
+        self._factory = ChatAgentFactory(harness, agent_endpoint(agent))
         self.policy_id = self._factory.policy_id
 
     def train(self, make_env: Callable[[], gym.Env], steps: int, seed: int) -> int:
@@ -70,4 +76,4 @@ class AgentLearner:
         return cls(env, agent=json.loads(Path(str(path) + ".agent.json").read_text()))
 
 
-__all__ = ["AgentLearner"]
+__all__ = ["AgentLearner", "agent_endpoint"]

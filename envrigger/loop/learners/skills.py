@@ -64,13 +64,9 @@ class SkillsLearner:
         self.refused: dict[str, int] = {}  # the model's answers that were not skills, counted
 
     def _endpoint(self) -> Any:
-        from envrigger.agents import Endpoint
+        from envrigger.loop.learners.fixed import agent_endpoint
 
-        agent = self.agent
-        return Endpoint(
-            str(agent["base_url"]), str(agent["model"]), api_key_env=str(agent.get("api_key_env", "OPENAI_API_KEY")),
-            timeout_s=float(agent.get("timeout_s", 60.0)),
-        )  # fmt: skip
+        return agent_endpoint(self.agent)
 
     def _factory(self) -> Any:
         from envrigger.agents import AgentHarness, ChatAgentFactory
@@ -128,10 +124,10 @@ class SkillsLearner:
         return taken
 
     def _merge(self, lessons: list[Skill]) -> None:
-        from envrigger.skills.memory import _similar
+        from envrigger.skills.memory import same_lesson
 
         for lesson in lessons:
-            twin = next((i for i, s in enumerate(self.skills) if s.key == lesson.key or _similar(s, lesson)), None)
+            twin = next((i for i, s in enumerate(self.skills) if same_lesson(s, lesson)), None)
             if twin is not None:
                 old = self.skills[twin]
                 self.skills[twin] = old.model_copy(update={"episodes": list(dict.fromkeys(old.episodes + lesson.episodes))[:50]})
