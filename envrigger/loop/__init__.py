@@ -10,7 +10,7 @@ The face of the package: :class:`LoopConfig`, :class:`LevelSplit`, :func:`evalua
   what each arm trains on (PLR, the curriculum, DR's random reshapings, the mixture env);
 - :mod:`~envrigger.loop.learners`: the learners, behind one protocol;
 - :mod:`~envrigger.loop.train`: one arm's training for a round;
-- :mod:`~envrigger.loop.propose`, :mod:`~envrigger.loop.validate`, :mod:`~envrigger.loop.transfer`,
+- :mod:`~envrigger.loop.propose`, :mod:`~envrigger.loop.validate`, :mod:`~envrigger.loop.gates`,
   :mod:`~envrigger.loop.library`: candidates, their gates, and the library that admits them;
 - :mod:`~envrigger.loop.round`: the rigger round that ties those together;
 - :mod:`~envrigger.loop.evaluate`: scoring on the original env with its own verifier;

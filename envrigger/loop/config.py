@@ -11,17 +11,81 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
 from envrigger.loop.learners import LEARNERS
-from envrigger.loop.validate import ValidationConfig
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
 ARMS = ("original", "original-select", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
 CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
+
+
+# Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
+BAND = Field((0.2, 0.8), description="the learnability band: a candidate's success interval must lie inside it")
+CONFIDENCE = Field(0.9, gt=0.5, lt=1.0, description="confidence of the learnability gate's Wilson interval")
+MIN_ROLLOUTS = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
+MAX_ROLLOUTS = Field(80, ge=5, le=9_999, description="learnability rollouts at most; still undecided there is a refusal")
+TIMEOUT_S = Field(300.0, gt=0, description="seconds one candidate's validation may take before it is refused")
+BACKEND = Field("process", description="rollout backend: serial, process or ray")
+WORKERS = Field(None, ge=1, description="rollout worker processes (default: all cores)")
+ROLLOUT_BATCH = Field(
+    32,
+    ge=1,
+    le=4096,
+    description="the loop's rollouts (validation and held-out levels, collection, candidate validation) play this many "
+    "episodes at once in this process when the learner's policy acts in batches (PPO), one forward pass for all; "
+    "the episodes are the ones `backend` stores; 1 always uses `backend`",
+)
+BACKENDS = ("serial", "process", "ray")
+
+
+def _known_backend(value: str) -> str:
+    if value not in BACKENDS:
+        raise ValueError(f"--backend: got {value!r}; use one of {', '.join(BACKENDS)}")
+    return value
+
+
+class ValidationConfig(BaseModel):
+    """Gate thresholds and budgets (see docs/envrigger.md for what each means); :meth:`LoopConfig.validation` makes the loop's.
+
+    The settings the loop shares (band, confidence, rollouts, timeout, backend) are the same
+    fields as :class:`LoopConfig`'s, with the same bounds and defaults.
+
+    Example:
+        >>> ValidationConfig(backend="serial").min_rollouts == LoopConfig.model_fields["min_rollouts"].default
+        True
+        >>> ValidationConfig(min_rollouts=2)
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for ValidationConfig
+        min_rollouts
+          Input should be greater than or equal to 5 [type=greater_than_equal, input_value=2, input_type=int]
+        ...
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    band: tuple[float, float] = BAND
+    confidence: float = CONFIDENCE
+    min_rollouts: int = MIN_ROLLOUTS
+    max_rollouts: int = MAX_ROLLOUTS
+    reference_rollouts: int = Field(
+        8, ge=1, le=1000, description="reference-solver episodes the integrity, solvability and shortcut gates play"
+    )
+    solvable_min: float = Field(0.5, ge=0.0, le=1.0, description="share of levels the solver (or the search) must win")
+    solvable_fraction: float = Field(0.5, ge=0.0, le=1.0, description="...or this fraction of the solver's rate on the original env")
+    region_min_share: float = Field(0.25, ge=0.0, le=1.0, description="share of a feature-region candidate's levels inside the region")
+    novelty_success_tol: float = Field(0.05, ge=0.0, le=1.0, description="success gap within which two envs behave alike")
+    novelty_length_tol: float = Field(0.05, ge=0.0, le=1.0, description="relative mean-length gap within which two envs behave alike")
+    timeout_s: float = TIMEOUT_S
+    backend: str = BACKEND
+    workers: int | None = WORKERS
+    batch: int = ROLLOUT_BATCH  # a policy that acts in batches plays this many episodes at once, in this process (see backend_for)
+
+    _backend = field_validator("backend")(_known_backend)
 
 
 class LoopConfig(BaseModel):
@@ -50,21 +114,14 @@ class LoopConfig(BaseModel):
     )
     allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
     seed: int = Field(0, ge=0)
-    workers: int | None = Field(None, ge=1)
-    backend: str = "process"
-    rollout_batch: int = Field(
-        32,
-        ge=1,
-        le=4096,
-        description="the loop's rollouts (validation and held-out levels, collection, candidate validation) play this many "
-        "episodes at once in this process when the learner's policy acts in batches (PPO), one forward pass for all; "
-        "the episodes are the ones `backend` stores; 1 always uses `backend`",
-    )
-    band: tuple[float, float] = (0.2, 0.8)
-    confidence: float = Field(0.9, gt=0.5, lt=1.0)
-    min_rollouts: int = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
-    max_rollouts: int = Field(80, ge=5, le=9_999)
-    candidate_timeout_s: float = Field(300.0, gt=0)
+    workers: int | None = WORKERS
+    backend: str = BACKEND
+    rollout_batch: int = ROLLOUT_BATCH
+    band: tuple[float, float] = BAND
+    confidence: float = CONFIDENCE
+    min_rollouts: int = MIN_ROLLOUTS
+    max_rollouts: int = MAX_ROLLOUTS
+    candidate_timeout_s: float = TIMEOUT_S
     transfer_steps: int = Field(
         0,
         ge=0,
@@ -117,6 +174,8 @@ class LoopConfig(BaseModel):
         if value not in LEARNERS:
             raise ValueError(f"--learner: got {value!r}; use one of {', '.join(LEARNERS)}")
         return value
+
+    _backend = field_validator("backend")(_known_backend)
 
     @field_validator("arms")
     @classmethod

@@ -16,11 +16,12 @@ import pyarrow.compute as pc
 from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
 from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
+from envrigger.loop.gates import RoundContext
+from envrigger.loop.gates.transfer import Transfer
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import Evidence
 from envrigger.loop.propose import propose, transforms_label
-from envrigger.loop.transfer import transfer_gate
 from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
 
@@ -127,7 +128,9 @@ def rigger_round(
     candidates = catalog + mutations
     seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
-    validator = Validator(policy, base, workdir / "validate", config.validation())
+    validator = Validator(
+        policy, base, workdir / "validate", config.validation(), RoundContext(workdir, config, learner, number, reserved, log)
+    )
     validation_levels: set[str] = set()
     validation_seeds = first_free(
         base,
@@ -139,16 +142,9 @@ def rigger_round(
     admitted: list[Any] = []
     labels: list[str] = []  # what each admitted component adds to the base env, as `library list` names transforms
     tried: list[dict[str, Any]] = []  # every candidate: what it adds, why, and each gate's outcome (the run report shows them)
-    transfer_steps, transfer_levels = 0, set[str]()
     for index, candidate in enumerate(candidates):
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
-        result = validator.validate(candidate, validation_seeds, current)
-        if result.passed and config.transfer_steps:
-            gate, steps, levels = transfer_gate(workdir / f"transfer-{index}", config, learner, candidate.spec, number, index, reserved)
-            transfer_steps, transfer_levels = transfer_steps + steps, transfer_levels | levels
-            result.gates.append(gate)
-            result.passed = gate.passed
-            log(f"round {number}: transfer gate {'passed' if gate.passed else 'failed'}: {gate.detail}")
+        result = validator.validate(candidate, validation_seeds, current, index=index)
         tried.append(
             {
                 "label": transforms_label(candidate.added) or candidate.spec.env_id,
@@ -178,6 +174,8 @@ def rigger_round(
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
     seconds["validate"] = time.perf_counter() - clock
+    transfer = validator.gate("transfer")
+    assert isinstance(transfer, Transfer)
     return {
         "seconds": seconds,
         "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
@@ -191,8 +189,8 @@ def rigger_round(
         "mastered": [h for h, _, _ in solved],
         "collect_steps": collect_steps,
         "validate_steps": validator.env_steps,
-        "transfer_steps": transfer_steps,
+        "transfer_steps": transfer.steps,
         "collect_levels": collect_levels,
         "validate_levels": validation_levels,
-        "transfer_levels": transfer_levels,
+        "transfer_levels": transfer.levels,
     }

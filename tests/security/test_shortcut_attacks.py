@@ -58,7 +58,12 @@ def candidate(base: HarnessSpec, *transforms: dict) -> Candidate:
 def validator(base: HarnessSpec, tmp_path) -> Validator:
     env = base.build()
     try:
-        return Validator(RandomPolicy(env.action_space, seed=0), base, tmp_path / "v", ValidationConfig(backend="serial"))
+        return Validator(
+            RandomPolicy(env.action_space, seed=0),
+            base,
+            tmp_path / "v",
+            ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+        )
     finally:
         env.close()
 
@@ -134,9 +139,9 @@ def test_a_no_op_rule_stacked_on_a_shortcut_launders_it_past_the_gate(rule, tmp_
     to RemoveWalls gets the very shortcut the gate refuses alone admitted. The user loses: the
     curriculum trains DoorKey with the locked-door wall knocked out, i.e. never the key and door."""
     v = validator(DOORKEY5, tmp_path)
-    alone = v.no_shortcut(candidate(DOORKEY5, REMOVE4), [0, 1])
+    alone = v.check("no_shortcut", candidate(DOORKEY5, REMOVE4), [0, 1])
     assert not alone.passed and alone.statistic["shortcut_levels"] == 2  # the shortcut itself is caught
-    laundered = v.no_shortcut(candidate(DOORKEY5, REMOVE4, LAUNDERERS[rule]), [0, 1])
+    laundered = v.check("no_shortcut", candidate(DOORKEY5, REMOVE4, LAUNDERERS[rule]), [0, 1])
     assert not laundered.passed, f"RemoveWalls + {rule} admitted by no_shortcut: {laundered.statistic}"
 
 
@@ -177,7 +182,7 @@ def test_a_level_too_big_for_the_search_lets_a_wall_removal_shortcut_through(tmp
     # The reshaped level is won walking on empty cells only: no key picked up, no door opened.
     assert _reachable_avoiding(env.unwrapped, {"wall", "door", "key", "lava"})
     env.close()
-    gate = validator(base, tmp_path).no_shortcut(opened, [0])
+    gate = validator(base, tmp_path).check("no_shortcut", opened, [0])
     assert not gate.passed, f"an undecided search passed the gate: {gate.statistic}"
 
 
@@ -199,7 +204,7 @@ def test_a_task_that_needs_some_door_but_no_particular_one_has_no_subgoal_to_pro
     env.reset(seed=0)
     assert not _any_door_open(env.unwrapped)
     env.close()
-    gate = validator(base, tmp_path).no_shortcut(candidate(base, {"name": "RemoveWalls", "params": {"count": 8}}), [0])
+    gate = validator(base, tmp_path).check("no_shortcut", candidate(base, {"name": "RemoveWalls", "params": {"count": 8}}), [0])
     assert not gate.passed and gate.statistic["undecided"] == 1, f"a door-free reshaping of a door-only task passed: {gate.statistic}"
 
 
@@ -260,7 +265,7 @@ def test_babyai_walkthrough_start_admits_skipping_the_first_door(tmp_path):
 
     base = HarnessSpec(env_id=TWO_DOORS)
     start = {"name": "WalkthroughStart", "params": {"min_share": 0.0, "max_share": 0.0}}
-    gate = validator(base, tmp_path).no_shortcut(candidate(base, start), [0])
+    gate = validator(base, tmp_path).check("no_shortcut", candidate(base, start), [0])
     assert not gate.passed, f"gate passed ({gate.statistic}) on a mission the search cannot follow"
     env = base.extended(start).build()
     with pytest.raises(TransformError, match="no solution of this MiniGrid level"):
@@ -290,7 +295,7 @@ def test_a_late_walkthrough_start_is_refused_as_a_shortcut_on_pickup_missions(en
     _, path = solve(raw, limit)
     env.close()
     assert 3 in path[: int(0.9 * len(path))]  # the prefix played does pick the key up: the subgoal is behind the start
-    gate = validator(base, tmp_path).no_shortcut(candidate(base, late), [0])
+    gate = validator(base, tmp_path).check("no_shortcut", candidate(base, late), [0])
     assert gate.passed, f"a start along the level's own solution was refused: {gate.statistic}"
 
 

@@ -40,7 +40,12 @@ def candidate(*transforms: dict, finding: str = "terminal_cause:hole", stats: di
 @pytest.fixture()
 def validator(tmp_path):
     env = LAKE.build()
-    return Validator(RandomPolicy(env.action_space, seed=0), LAKE, tmp_path / "validate", ValidationConfig(backend="serial"))
+    return Validator(
+        RandomPolicy(env.action_space, seed=0),
+        LAKE,
+        tmp_path / "validate",
+        ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+    )
 
 
 def gate(validation, name):
@@ -125,7 +130,10 @@ def test_behavioural_twin_of_the_base_env_fails_novelty(validator):
     base_like = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": False})
     env = base_like.build()
     twin_check = Validator(
-        RandomPolicy(env.action_space, seed=0), base_like, validator.workdir, ValidationConfig(backend="serial", band=(0.0, 1.0))
+        RandomPolicy(env.action_space, seed=0),
+        base_like,
+        validator.workdir,
+        ValidationConfig(backend="serial", band=(0.0, 1.0), min_rollouts=30, max_rollouts=90),
     )
     result = twin_check.validate(candidate({"name": "ActionCost", "params": {"cost": 0.0}}, base=base_like), SEEDS)
     novelty = gate(result, "novelty")
@@ -145,7 +153,12 @@ def test_validation_fails_closed(problem, validator, tmp_path):
         result = validator.validate(broken, SEEDS)
     else:
         env = LAKE.build()
-        hasty = Validator(RandomPolicy(env.action_space, seed=0), LAKE, tmp_path / "v", ValidationConfig(backend="serial", timeout_s=1e-6))
+        hasty = Validator(
+            RandomPolicy(env.action_space, seed=0),
+            LAKE,
+            tmp_path / "v",
+            ValidationConfig(backend="serial", timeout_s=1e-6, min_rollouts=30, max_rollouts=90),
+        )
         result = hasty.validate(candidate(NEAR), SEEDS)
     assert not result.passed and result.error is not None
     if problem == "timeout":
@@ -393,8 +406,8 @@ def test_training_collection_and_validation_never_play_a_held_out_or_validation_
 
 
 def test_the_transfer_gate_passes_what_helps_on_the_original_env_and_fails_closed(tmp_path):
+    from envrigger.loop.gates.transfer import transfer_gate
     from envrigger.loop.learners import make_learner
-    from envrigger.loop.transfer import transfer_gate
 
     config = LoopConfig(**{**SMALL, "transfer_steps": 8000, "transfer_episodes": 20})
     probe = LAKE.build()
@@ -602,15 +615,20 @@ def test_ppo_arms_train_the_same_network_on_every_backend_batched_or_not_and_aft
 def test_solvability_is_relative_to_the_original_so_slippery_maps_can_admit(tmp_path):
     slippery = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": True})
     env = slippery.build()
-    validator = Validator(RandomPolicy(env.action_space, seed=0), slippery, tmp_path / "v", ValidationConfig(backend="serial"))
+    validator = Validator(
+        RandomPolicy(env.action_space, seed=0),
+        slippery,
+        tmp_path / "v",
+        ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+    )
     seeds = list(range(3_000_000, 3_000_032))
     base = validator.base_reference_rate(seeds)
     assert 0 < base < 0.5  # an absolute 50% bar would refuse every reshaping of this env
     plain = candidate({"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}})
-    assert validator.solvability(plain, base, seeds).passed
-    assert validator.solvability(plain, 0.6 * base, seeds).passed
-    assert not validator.solvability(plain, 0.4 * base, seeds).passed
-    assert not validator.solvability(plain, 0.0, seeds).passed
+    assert validator.check("solvability", plain, seeds, reference_rate=base).passed
+    assert validator.check("solvability", plain, seeds, reference_rate=0.6 * base).passed
+    assert not validator.check("solvability", plain, seeds, reference_rate=0.4 * base).passed
+    assert not validator.check("solvability", plain, seeds, reference_rate=0.0).passed
 
 
 def test_seeds_train_independent_learners_and_the_interval_is_across_seeds(tmp_path):

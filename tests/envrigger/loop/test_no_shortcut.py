@@ -29,7 +29,12 @@ def candidate(base: HarnessSpec, *transforms: dict, finding: str = "timeout") ->
 @pytest.fixture()
 def validator(tmp_path):
     env = DOORKEY.build()
-    return Validator(RandomPolicy(env.action_space, seed=0), DOORKEY, tmp_path / "v", ValidationConfig(backend="serial"))
+    return Validator(
+        RandomPolicy(env.action_space, seed=0),
+        DOORKEY,
+        tmp_path / "v",
+        ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+    )
 
 
 def test_every_doorkey_solution_passes_the_key_and_the_locked_door():
@@ -45,7 +50,7 @@ def test_a_level_with_no_object_on_the_way_has_no_subgoals():
 
 def test_removing_the_wall_that_holds_the_locked_door_is_refused_as_a_shortcut(validator):
     opened = candidate(DOORKEY, {"name": "RemoveWalls", "params": {"count": 2}})
-    gate = validator.no_shortcut(opened, SEEDS)
+    gate = validator.check("no_shortcut", opened, SEEDS)
     assert not gate.passed and gate.statistic["shortcut_levels"] >= 1 and "shortcut" in gate.detail
     result = validator.validate(opened, SEEDS * 10)
     assert not result.passed
@@ -54,13 +59,13 @@ def test_removing_the_wall_that_holds_the_locked_door_is_refused_as_a_shortcut(v
 
 def test_a_reshaping_that_leaves_the_task_whole_passes(validator):
     lava = candidate(DOORKEY, {"name": "AddLava", "params": {"count": 1}})
-    gate = validator.no_shortcut(lava, SEEDS)
+    gate = validator.check("no_shortcut", lava, SEEDS)
     assert gate.passed and gate.statistic["levels_with_subgoals"] == len(SEEDS) and gate.statistic["shortcut_levels"] == 0
 
 
 def test_a_start_along_the_levels_own_solution_keeps_every_subgoal_and_passes(validator):
     along = candidate(DOORKEY, {"name": "WalkthroughStart", "params": {"min_share": 0.5, "max_share": 0.9}})
-    gate = validator.no_shortcut(along, SEEDS)
+    gate = validator.check("no_shortcut", along, SEEDS)
     assert gate.passed and gate.statistic["levels_with_subgoals"] == len(SEEDS) and gate.statistic["shortcut_levels"] == 0
     env = along.spec.build()
     base = DOORKEY.build()
@@ -94,17 +99,22 @@ def test_a_start_past_a_subgoal_keeps_it_and_a_start_beside_it_does_not():
 def test_where_no_search_answers_the_gate_says_so_and_lets_the_other_gates_decide(tmp_path):
     lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"is_slippery": False})
     env = lake.build()
-    frozen = Validator(RandomPolicy(env.action_space, seed=0), lake, tmp_path / "lake", ValidationConfig(backend="serial"))
+    frozen = Validator(
+        RandomPolicy(env.action_space, seed=0),
+        lake,
+        tmp_path / "lake",
+        ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+    )
     env.close()
-    gate = frozen.no_shortcut(candidate(lake, {"name": "FrozenLakeMap", "params": {"add_holes": 1}}), SEEDS)
+    gate = frozen.check("no_shortcut", candidate(lake, {"name": "FrozenLakeMap", "params": {"add_holes": 1}}), SEEDS)
     assert gate.passed and gate.statistic["method"] == "none" and "not checked" in gate.detail
 
 
 def test_rules_in_the_stack_do_not_switch_the_search_off(validator):
     slip = candidate(DOORKEY, {"name": "ActionSlip", "params": {"p": 0.1}})
-    assert validator.no_shortcut(slip, SEEDS).statistic["method"] == "search"  # the state part (none) is searched
+    assert validator.check("no_shortcut", slip, SEEDS).statistic["method"] == "search"  # the state part (none) is searched
     both = candidate(DOORKEY, {"name": "RemoveWalls", "params": {"count": 2}}, {"name": "ActionSlip", "params": {"p": 0.1}})
-    assert not validator.no_shortcut(both, SEEDS).passed
+    assert not validator.check("no_shortcut", both, SEEDS).passed
 
 
 def test_the_search_behind_a_start_along_the_solution_is_charged_as_interaction():

@@ -30,7 +30,12 @@ def candidate(base: HarnessSpec, *transforms: dict, finding: str = "timeout") ->
 @pytest.fixture()
 def corridor_validator(tmp_path):
     env = CORRIDOR.build()
-    return Validator(RandomPolicy(env.action_space, seed=0), CORRIDOR, tmp_path / "v", ValidationConfig(backend="serial"))
+    return Validator(
+        RandomPolicy(env.action_space, seed=0),
+        CORRIDOR,
+        tmp_path / "v",
+        ValidationConfig(backend="serial", min_rollouts=30, max_rollouts=90),
+    )
 
 
 def test_the_reference_planner_does_not_know_key_corridor(corridor_validator):
@@ -39,7 +44,7 @@ def test_the_reference_planner_does_not_know_key_corridor(corridor_validator):
 
 def test_a_search_with_the_envs_own_step_proves_key_corridor_levels_winnable(corridor_validator):
     moved = candidate(CORRIDOR, {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 3}})
-    gate = corridor_validator.solvability(moved, 0.0, SEEDS[:4])
+    gate = corridor_validator.check("solvability", moved, SEEDS[:4], reference_rate=0.0)
     assert gate is not None and gate.passed and gate.statistic["method"] == "search"
     assert gate.statistic["solvable"] >= 2 and gate.statistic["unsolvable"] == 0
 
@@ -69,14 +74,14 @@ def test_rules_change_the_game_so_the_search_does_not_answer_for_them():
 
 def test_with_no_proof_the_agents_own_verified_success_decides_and_none_fails_closed(corridor_validator, tmp_path):
     blocked = candidate(CORRIDOR, {"name": "ActionSlip", "params": {"p": 0.1}})  # a rule: no search; the planner knows nothing
-    assert corridor_validator.solvability(blocked, 0.0, SEEDS) is None
+    assert corridor_validator.check("solvability", blocked, SEEDS, reference_rate=0.0) is None
     result = corridor_validator.validate(blocked, SEEDS)
     gate = next(g for g in result.gates if g.gate == "solvability")
     assert not result.passed and not gate.passed and gate.statistic["method"] == "agent"
     assert gate.statistic["agent_successes"] == 0 and "fail closed" in gate.detail
     assert [g.gate for g in result.gates][:3] == ["verifier_integrity", "solvability", "no_shortcut"]
     won = rollout("MiniGrid-DoorKey-5x5-v0", "reference", seeds=[0, 1], backend="serial", out=tmp_path / "won")
-    assert corridor_validator.solvable_by_agent(TrajectoryStore(won.path), {}).passed
+    assert corridor_validator.check("solvable_by_agent", blocked, [], store=TrajectoryStore(won.path), solvability_undecided={}).passed
 
 
 @pytest.mark.parametrize(

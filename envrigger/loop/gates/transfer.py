@@ -1,6 +1,6 @@
 """The transfer gate (opt-in, ``LoopConfig.transfer_steps``): does fine-tuning on a candidate help on the original env?
 
-Contains :func:`transfer_gate`.
+Contains :class:`Transfer` (the gate, in a rigger round) and :func:`transfer_gate` (the comparison itself).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import numpy as np
 from envharness.spec import HarnessSpec
 from envrigger.loop.config import TRANSFER_SEED, LoopConfig
 from envrigger.loop.evaluate import evaluate
+from envrigger.loop.gates.base import Gate, GateContext, GateResult, register_gate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import first_free
 from envrigger.loop.samplers import Fixed, Uniform
 from envrigger.loop.train import Arm, train_arm
-from envrigger.loop.validate import GateResult
 
 
 def transfer_gate(
@@ -69,3 +69,36 @@ def transfer_gate(
     )
     statistic = {**success, "episodes": len(scored_seeds), "steps": config.transfer_steps}
     return GateResult(gate="transfer", passed=passed, statistic=statistic, detail=detail), steps, levels
+
+
+@register_gate
+class Transfer(Gate):
+    """Runs :func:`transfer_gate` on a candidate that passed every other gate, inside a rigger round with ``transfer_steps``.
+
+    Its env steps are its own (``steps``, ``levels``: summed over the round's candidates,
+    charged as the rigger arm's ``transfer`` interaction), not validation's.
+    """
+
+    name, order, timed, own_budget = "transfer", 80, False, True
+
+    def __init__(self) -> None:
+        self.steps, self.levels = 0, set[str]()
+
+    def applies(self, context: GateContext) -> bool:
+        return context.round is not None and context.round.config.transfer_steps > 0
+
+    def run(self, context: GateContext, seeds: list[int]) -> GateResult:
+        loop = context.round
+        assert loop is not None  # applies() saw it
+        gate, steps, levels = transfer_gate(
+            loop.workdir / f"transfer-{context.index}",
+            loop.config,
+            loop.learner,
+            context.candidate.spec,
+            loop.number,
+            context.index,
+            loop.reserved,
+        )
+        self.steps, self.levels = self.steps + steps, self.levels | levels
+        loop.log(f"round {loop.number}: transfer gate {'passed' if gate.passed else 'failed'}: {gate.detail}")
+        return gate
