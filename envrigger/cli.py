@@ -8,6 +8,7 @@ original and the reshaped env, and print the verdicts side by side.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import sys
@@ -25,6 +26,8 @@ import envharness
 from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, spec_argument, write_atomically
 from envharness.cli import console as harness_console
 from envrigger.data import TrajectoryStore
+from envrigger.loop.config import LoopConfig
+from envrigger.options import Flag, model_options
 from envrigger.policies import RandomPolicy, reference_policy
 
 RAY_ADDRESS_HELP = (
@@ -526,84 +529,38 @@ def _spec_from(argument: str | None) -> Any:
     return spec_argument(argument)
 
 
-@app.command("run")
+RUN_FLAGS: dict[str, Flag] = {
+    "learner": Flag(),
+    "arms": Flag(kind=str, help="Comma-separated " + str(LoopConfig.model_fields["arms"].description) + "."),
+    "budget_steps": Flag(),
+    "rounds": Flag(),
+    "collect_episodes": Flag(),
+    "eval_episodes": Flag(),
+    "val_episodes": Flag(),
+    "candidates_per_round": Flag(("--candidates",)),
+    "transfer_steps": Flag(),
+    "credit_chunks": Flag(),
+    "credit_retire": Flag(),
+    "step_out": Flag(),
+    "retire_mastered": Flag(),
+    "target_all": Flag(),
+    "allow_seen_levels": Flag(),
+    "seed": Flag(),
+    "workers": Flag(("--workers", "-w")),
+    "backend": Flag(),
+    "rollout_batch": Flag(),
+    "proposer": Flag(),
+    "proposer_base_url": Flag(metavar="URL"),
+    "proposer_model": Flag(),
+    "proposer_api_key_env": Flag(metavar="NAME"),
+}
+"""The loop settings ``envrigger run`` takes, each a :class:`LoopConfig` field: default, bounds and help are the field's."""
+
+
 def run_command(
     env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help=f"Base env (default: {DEFAULT_RUN_ENV})."),
     output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
     resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
-    learner: str = typer.Option(
-        "ppo",
-        "--learner",
-        help="Learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict "
-        "observation), qlearning (tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), none "
-        "(with --agent chat: an LLM agent the loop plays, reshapes for and evaluates, but does not train), or skills "
-        "(with --agent chat: an LLM agent that learns through a skill memory induced from its episodes).",
-    ),
-    arms: str = typer.Option(
-        "original,rigger",
-        "--arms",
-        help="Comma-separated arms trained side by side at equal training steps: "
-        "original, original-select (the original env, keeping the better of two copies each credit chunk), dr (random levels: state transforms), dr-any (any random catalog reshaping), plr (prioritized level replay), "
-        "plr-random (plr plus as many random components as rigger admitted), rigger-noreplay (rigger's curriculum without replay), "
-        "rigger (the EnvRigger curriculum).",
-    ),
-    budget_steps: int = typer.Option(50_000, "--budget-steps", min=100, help="Training steps per round, per arm."),
-    rounds: int = typer.Option(
-        3, "--rounds", min=1, help="Rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels."
-    ),
-    collect_episodes: int = typer.Option(
-        60,
-        "--collect-episodes",
-        min=5,
-        help="Diagnosis evidence per round: the rigger learner's own "
-        "last training episodes on the original env, topped up with fresh ones if fewer.",
-    ),
-    eval_episodes: int = typer.Option(200, "--eval-episodes", min=10, help="Held-out episodes (one per held-out level seed), at the end."),
-    val_episodes: int = typer.Option(100, "--val-episodes", min=10, help="Validation-level episodes per arm and round (pick the round)."),
-    candidates: int = typer.Option(4, "--candidates", min=1, help="Candidates validated per round."),
-    transfer_steps: int = typer.Option(
-        0,
-        "--transfer-steps",
-        min=0,
-        help="Transfer gate (off at 0): admit a candidate only if a copy of the learner fine-tuned N steps on it and the "
-        "original env beats a copy fine-tuned N steps on the original env alone, on fresh original-env levels.",
-    ),
-    credit_chunks: int = typer.Option(
-        2,
-        "--credit-chunks",
-        min=0,
-        max=20,
-        help="Credit from the original env: the rigger arm trains each round in N paired chunks, its curriculum against a "
-        "copy on the original env alone, on the same fresh levels; the worse copy is thrown away and each component's (and "
-        "replay's) share follows its credit, retired below --credit-retire. 0 turns it off.",
-    ),
-    credit_retire: float = typer.Option(
-        0.2, "--credit-retire", min=0.01, max=1.0, help="Retire a component (or replay) once its summed credit falls to minus this."
-    ),
-    step_out: bool = typer.Option(
-        False,
-        "--step-out",
-        help="Reverse curriculum: an admitted easing component the rigger arm now almost always solves gets its next rung "
-        "(a start further out, fewer walls removed) proposed first, validated like any candidate.",
-    ),
-    retire_mastered: bool = typer.Option(
-        False,
-        "--retire-mastered",
-        help="An admitted component the rigger arm solved on more than the band's top share of 20+ training episodes in a "
-        "round sits out every later round's training (it stays in the library).",
-    ),
-    target_all: bool = typer.Option(
-        False,
-        "--target-all",
-        help="Findings no catalog transform names get candidates too: a failure in a level parameter's region gets that "
-        "region's reshapings, any other the easing ones (a start nearer the goal, fewer walls).",
-    ),
-    allow_seen_levels: bool = typer.Option(
-        False,
-        "--allow-seen-levels",
-        help="Run on an env with few levels: held-out seeds may share levels with training (the result says how many).",
-    ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Master seed."),
     seeds: int = typer.Option(
         1,
         "--seeds",
@@ -618,28 +575,13 @@ def run_command(
         min=1,
         help="With --seeds: master seeds trained at once, each in its own process (results do not depend on it).",
     ),
-    workers: int = typer.Option(None, "--workers", "-w", min=1, help="Rollout worker processes (default: all cores)."),
-    backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
-    rollout_batch: int = typer.Option(
-        32,
-        "--rollout-batch",
-        min=1,
-        max=4096,
-        help="The loop's rollouts play N episodes at once in this process when the policy acts in batches (PPO), "
-        "whatever --backend; the same episodes. 1: always --backend.",
-    ),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
     agent: str = typer.Option(None, "--agent", help="With --learner none: chat, an LLM agent the loop plays but does not train."),
     base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the agent's endpoint."),
     model: str = typer.Option(None, "--model", help="With --agent chat: the agent's model."),
     harness_path: Path = typer.Option(None, "--harness", metavar="FILE", help="With --agent chat: the agent harness JSON."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="With --agent chat: the key's variable."),
-    proposer: str = typer.Option("catalog", "--proposer", help="catalog, llm or both: who proposes the rigger arm's reshapings."),
-    proposer_base_url: str = typer.Option(None, "--proposer-base-url", metavar="URL", help="With --proposer llm|both: the endpoint."),
-    proposer_model: str = typer.Option(None, "--proposer-model", help="With --proposer llm|both: the model."),
-    proposer_api_key_env: str = typer.Option(
-        "OPENAI_API_KEY", "--proposer-api-key-env", metavar="NAME", help="The variable holding the proposer's API key (never stored)."
-    ),
+    **settings: Any,
 ) -> None:
     """Train every arm; diagnose, propose, validate and admit for the rigger arm; pick each arm's round on validation levels; evaluate held-out.
 
@@ -652,7 +594,7 @@ def run_command(
     """
     from pydantic import ValidationError
 
-    from envrigger.loop import LoopConfig, run_loop, run_seeds
+    from envrigger.loop import run_loop, run_seeds
 
     if ray_address:
         os.environ["RAY_ADDRESS"] = ray_address  # every rollout of the run joins it (not stored: a resumed run may be elsewhere)
@@ -660,11 +602,10 @@ def run_command(
         raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
     config = None
     if output is not None:
-        if backend not in ("serial", "process", "ray"):
-            raise UserError(f"--backend: got {backend!r}; use one of serial, process, ray")
         spec = _spec_from(env)
         spec.build().close()
         learner_params: dict[str, Any] = {}
+        learner = settings["learner"]
         if (learner in ("none", "skills")) != (agent is not None):
             raise UserError("--learner none (an agent the loop does not train) or skills (its skill memory) and --agent chat go together")
         if agent is not None:
@@ -673,36 +614,18 @@ def run_command(
                 "agent": {"base_url": factory.endpoint.base_url, "model": factory.endpoint.model, "api_key_env": api_key_env,
                           "harness": factory.harness.model_dump(mode="json")}
             }  # fmt: skip
+        values = dict(settings)
+        values["arms"] = [a.strip() for a in str(values["arms"]).split(",") if a.strip()]
+        if values["proposer_base_url"]:
+            values["proposer_base_url"] = values["proposer_base_url"].rstrip("/")
         try:
-            config = LoopConfig(
-                spec=spec,
-                learner=learner,
-                learner_params=learner_params,
-                arms=[a.strip() for a in arms.split(",") if a.strip()],
-                rounds=rounds,
-                budget_steps=budget_steps,
-                collect_episodes=collect_episodes,
-                eval_episodes=eval_episodes,
-                val_episodes=val_episodes,
-                candidates_per_round=candidates,
-                transfer_steps=transfer_steps,
-                credit_chunks=credit_chunks,
-                credit_retire=credit_retire,
-                step_out=step_out,
-                retire_mastered=retire_mastered,
-                target_all=target_all,
-                allow_seen_levels=allow_seen_levels,
-                seed=seed,
-                workers=workers,
-                backend=backend,
-                rollout_batch=rollout_batch,
-                proposer=proposer,
-                proposer_base_url=proposer_base_url.rstrip("/") if proposer_base_url else None,
-                proposer_model=proposer_model,
-                proposer_api_key_env=proposer_api_key_env,
-            )
+            config = LoopConfig(spec=spec, learner_params=learner_params, **values)
         except ValidationError as error:
-            raise UserError(str(error.errors()[0]["msg"]).removeprefix("Value error, ")) from None
+            first = error.errors()[0]
+            message = str(first["msg"]).removeprefix("Value error, ")
+            field = str(first["loc"][0]) if first["loc"] else ""
+            flag = RUN_FLAGS[field].names[0] if field in RUN_FLAGS and RUN_FLAGS[field].names else "--" + field.replace("_", "-")
+            raise UserError(message if message.startswith("--") or not field else f"{flag}: {message}") from None
         if config.proposer != "catalog":
             from envrigger.agents import Endpoint, check_endpoint
 
@@ -731,6 +654,16 @@ def run_command(
     result = run_loop(target, config, on_round=shown, log=log, stage=_progress_bar)
     _show_final(target, result)
     _write_report(target, log)
+
+
+run_command.__signature__ = inspect.signature(run_command).replace(  # type: ignore[attr-defined]
+    parameters=[
+        *(p for p in inspect.signature(run_command).parameters.values() if p.name in ("env", "output", "resume")),
+        *model_options(LoopConfig, RUN_FLAGS),
+        *(p for p in inspect.signature(run_command).parameters.values() if p.name not in ("env", "output", "resume", "settings")),
+    ]
+)
+app.command("run")(run_command)
 
 
 def _write_report(run: Path, log: Callable[[str], None]) -> None:

@@ -97,23 +97,46 @@ class LoopConfig(BaseModel):
         description="held-out levels come from this env instead: the same env id with other level parameters "
         "(e.g. physics outside the training range), no transforms; validation stays on `spec`",
     )
-    learner: str = Field("ppo", description="learner kind: ppo or qlearning")
+    learner: str = Field(
+        "ppo",
+        description="the learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict observation), qlearning "
+        "(tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), none (with --agent chat: an LLM "
+        "agent the loop plays, reshapes for and evaluates, but does not train), or skills (with --agent chat: an LLM agent "
+        "that learns through a skill memory induced from its episodes)",
+    )
     learner_params: dict[str, Any] = Field(default_factory=dict)
-    arms: list[str] = Field(default_factory=lambda: ["original", "rigger"], description="arms trained side by side")
-    rounds: int = Field(3, ge=1, le=1000)
+    arms: list[str] = Field(
+        default_factory=lambda: ["original", "rigger"],
+        description="arms trained side by side at equal training steps: original, original-select (the original env, "
+        "keeping the better of two copies each credit chunk), dr (random levels: state transforms), dr-any (any random "
+        "catalog reshaping), plr (prioritized level replay), plr-random (plr plus as many random components as rigger "
+        "admitted), rigger-noreplay (rigger's curriculum without replay), rigger (the EnvRigger curriculum)",
+    )
+    rounds: int = Field(
+        3, ge=1, le=1000, description="rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels"
+    )
     budget_steps: int = Field(50_000, ge=100, description="training steps per round, for each arm")
-    collect_episodes: int = Field(60, ge=5, le=9_999)
-    eval_episodes: int = Field(200, ge=10, le=100_000, description="held-out episodes (one per held-out seed), once at the end")
+    collect_episodes: int = Field(
+        60,
+        ge=5,
+        le=9_999,
+        description="diagnosis evidence per round: the rigger learner's own last training episodes on the original env, "
+        "topped up with fresh ones if fewer",
+    )
+    eval_episodes: int = Field(200, ge=10, le=100_000, description="held-out episodes (one per held-out level seed), at the end")
     val_episodes: int = Field(100, ge=10, le=100_000, description="validation-level episodes per arm and round, to pick the round")
-    candidates_per_round: int = Field(4, ge=1, le=100)
+    candidates_per_round: int = Field(4, ge=1, le=100, description="candidates validated per round")
     dr_pool: int = Field(16, ge=1, le=1000, description="random reshapings per round for the dr arm")
     heldout: bool = Field(
         True,
         description="False: the run ends after picking each arm's round on validation levels, without playing a held-out "
         "level (for choosing variants on validation levels only; benchmarks/variant_check.py)",
     )
-    allow_seen_levels: bool = Field(False, description="evaluate on held-out seeds even where their levels were trained on")
-    seed: int = Field(0, ge=0)
+    allow_seen_levels: bool = Field(
+        False,
+        description="run on an env with few levels: held-out seeds may share levels with training (the result says how many)",
+    )
+    seed: int = Field(0, ge=0, description="master seed")
     workers: int | None = WORKERS
     backend: str = BACKEND
     rollout_batch: int = ROLLOUT_BATCH

@@ -1,0 +1,77 @@
+"""`envrigger run`'s loop settings are LoopConfig's fields: one default, one set of bounds, one help text each."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import typer
+from pydantic import BaseModel, Field
+
+from envrigger.cli import RUN_FLAGS, app
+from envrigger.loop.config import LoopConfig, ValidationConfig
+from envrigger.options import Flag, model_options
+
+
+def _run_params() -> dict[str, Any]:
+    command: Any = typer.main.get_command(app)  # typer's own click: a group of commands
+    return {p.name: p for p in command.commands["run"].params if p.name}
+
+
+def test_every_run_setting_has_its_fields_default_bounds_and_help():
+    params = _run_params()
+    for name, flag in RUN_FLAGS.items():
+        info, option = LoopConfig.model_fields[name], params[name]
+        default = info.get_default(call_default_factory=True)
+        assert option.default == (",".join(default) if isinstance(default, list) else default), name
+        for item in info.metadata:  # closed bounds reach the option; open ones are the model's to say
+            if hasattr(item, "ge"):
+                assert option.min == item.ge, name
+            if hasattr(item, "le"):
+                assert option.max == item.le, name
+        described = (info.description or "")[:30].lower()
+        assert flag.help is not None or described in (option.help or "").lower(), name
+
+
+def test_the_validators_and_the_loops_shared_settings_agree():
+    shared = {"band": "band", "confidence": "confidence", "min_rollouts": "min_rollouts", "max_rollouts": "max_rollouts"}
+    shared |= {"timeout_s": "candidate_timeout_s", "backend": "backend", "workers": "workers", "batch": "rollout_batch"}
+    for mine, loops in shared.items():
+        assert ValidationConfig.model_fields[mine].default == LoopConfig.model_fields[loops].default, mine
+        assert ValidationConfig.model_fields[mine].metadata == LoopConfig.model_fields[loops].metadata, mine
+    assert LoopConfig(spec={"env_id": "FrozenLake-v1"}).validation() == ValidationConfig()
+
+
+def test_the_learner_help_names_every_learner_kind():
+    from envrigger.loop.learners import LEARNERS
+
+    assert all(kind in (LoopConfig.model_fields["learner"].description or "") for kind in LEARNERS)
+
+
+def test_a_value_out_of_a_fields_bounds_is_one_line_naming_the_option_and_exit_2(tmp_path):
+    for args, said in (
+        (["--credit-retire", "0"], "--credit-retire: Input should be greater than 0"),
+        (["--confidence-is-not-an-option"], "No such option"),
+        (["--backend", "nope"], "--backend: got 'nope'; use one of serial, process, ray"),
+        (["--candidates", "0"], "--candidates"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "envrigger.cli", "run", "FrozenLake-v1", *args, "-o", str(tmp_path / "run")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+    assert not (tmp_path / "run").exists()  # nothing stored
+
+
+def test_model_options_reads_a_models_fields():
+    class Settings(BaseModel):
+        names: list[str] = Field(default_factory=lambda: ["a", "b"], description="names to use")
+        limit: float | None = Field(None, ge=0.5, description="an optional limit")
+
+    names, limit = model_options(Settings, {"names": Flag(kind=str), "limit": Flag(("--cap", "-c"), metavar="X")})
+    assert names.default.default == "a,b" and names.annotation is str and names.default.help == "Names to use."
+    assert limit.default.param_decls == ("--cap", "-c") and limit.annotation is float and limit.default.min == 0.5
