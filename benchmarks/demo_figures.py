@@ -15,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from envrigger.loop.library import Library
+from envrigger.loop.results import FinalResults
 
 ROOT = Path(__file__).parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "demo.json"
@@ -22,15 +23,16 @@ RESULTS = ROOT / "benchmarks" / "results" / "demo.json"
 
 def figures(run: Path) -> dict:
     """Per arm: held-out success with its Wilson interval, steps to success, training and total env steps; the admissions."""
-    final = json.loads((run / "final.json").read_text())
+    final = FinalResults.load(run / "final.json")
     loop = json.loads((run / "loop.json").read_text())
     arms = {}
-    for name, arm in final["arms"].items():
-        held, spent = arm["heldout"], arm["interaction"]
+    for name, arm in final.arms.items():
+        held, spent = arm.heldout, arm.interaction
+        assert held is not None and held.steps_to_success is not None, f"{name}: the demo plays held-out levels and wins some"
         arms[name] = {
-            "heldout_success": round(held["success"], 3),
-            "ci": [round(held["ci"][0], 2), round(held["ci"][1], 2)],
-            "steps_to_success": round(held["steps_to_success"]),
+            "heldout_success": round(held.success, 3),
+            "ci": [round(held.ci[0], 2), round(held.ci[1], 2)],
+            "steps_to_success": round(held.steps_to_success),
             "train_steps": spent["train"],
             "env_steps": spent["total"],
         }

@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
 from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
+from envrigger.loop.results import FinalResults
 from envrigger.loop.seeds import COLLAPSED, _interval
 
 # Every arm: the three effects (replay, reshaping at all, reshaping targeted by the diagnosis) need all seven.
@@ -114,7 +115,7 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
 
     rows = []
     for seed_dir in _finished(where):
-        final = json.loads((seed_dir / "final.json").read_text())
+        final = FinalResults.load(seed_dir / "final.json").dump()
         library = Library(seed_dir / "library.db", create=False)
         admitted = [
             " + ".join(
@@ -176,7 +177,7 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     if (where / "result.json").is_file():
         result = json.loads((where / "result.json").read_text())
     elif len(finished) >= 2:
-        result = across_seeds({int(p.name.split("-")[1]): {"final": json.loads((p / "final.json").read_text())} for p in finished})
+        result = across_seeds({int(p.name.split("-")[1]): FinalResults.load(p / "final.json") for p in finished})
     else:
         return None
     partial = None if len(result["seeds"]) >= plan["seeds"] else f"{len(result['seeds'])} of {plan['seeds']} master seeds finished"

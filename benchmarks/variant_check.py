@@ -47,14 +47,15 @@ def one_loop(task: tuple[str, str]) -> str:
 def validation(where: Path) -> dict[str, Any]:
     """Each arm's validation success at its picked round, and what the rigger arm admitted (from the run's library)."""
     from envrigger.loop.library import Library
+    from envrigger.loop.results import FinalResults
 
-    final = json.loads((where / "final.json").read_text())
+    final = FinalResults.load(where / "final.json")
     library = Library(where / "library.db", create=False)
     admitted = [
         f"{', '.join(t.name + json.dumps(t.params) for t in c.spec.transforms)} [round {c.round}, {c.origin}]" for c in library.components()
     ]
     library.close()
-    return {"validation": {arm: a["validation"] for arm, a in final["arms"].items()}, "admitted": admitted}
+    return {"validation": {arm: a.validation for arm, a in final.arms.items()}, "admitted": admitted}
 
 
 def _parse(changes: list[str]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_
 from envharness.cli import console as harness_console
 from envrigger.data import TrajectoryStore
 from envrigger.loop.config import LoopConfig
+from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
 from envrigger.options import Flag, model_options
 from envrigger.policies import RandomPolicy, reference_policy
 
@@ -642,12 +643,12 @@ def run_command(
     log = lambda m: console.print(f"[dim]{m}[/dim]")  # noqa: E731
     if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
         # Seeds in processes of their own print their own round lines; the console's log closure stays here.
-        result = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
-        _show_across_seeds(target, result)
+        across = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
+        _show_across_seeds(target, across)
         _write_report(target, log)
         return
 
-    def shown(summary: dict[str, Any]) -> None:  # the round's line, then the run's page as it now stands
+    def shown(summary: RoundSummary) -> None:  # the round's line, then the run's page as it now stands
         _show_round(summary)
         _write_report(target, log)
 
@@ -691,28 +692,27 @@ def _progress_bar(label: str, total: int) -> Iterator[Callable[[int], None]]:
         yield lambda n: bar.update(task, advance=n)
 
 
-def _show_round(summary: dict[str, Any]) -> None:
-    arms = summary["arms"]
-    scored = ", ".join(f"{arm} {v['validation']['success']:.2f}" for arm, v in arms.items())
-    line = f"round {summary['round']} done: validation-level success {scored}"
-    if "findings" in summary:  # the rigger arm diagnosed and validated this round (not in the last one)
-        line += f"; findings {', '.join(summary['findings'][:3]) or '-'}; {summary['candidates']} candidates"
+def _show_round(summary: RoundSummary) -> None:
+    scored = ", ".join(f"{arm} {v.validation.success:.2f}" for arm, v in summary.arms.items())
+    line = f"round {summary.round} done: validation-level success {scored}"
+    if summary.validated:  # the rigger arm diagnosed and validated this round (not in the last one)
+        line += f"; findings {', '.join((summary.findings or [])[:3]) or '-'}; {summary.candidates} candidates"
     console.print(line)
-    if "findings" in summary:
-        admitted = summary.get("admitted_labels") or [f"component {c}" for c in summary["admitted"]]
-        rejected = sum(summary["rejected_by"].values())
-        at = ", ".join(f"{n} at {gate}" for gate, n in summary["rejected_by"].items())
-        before = summary["library_size"]
+    if summary.validated:
+        admitted = summary.admitted_labels or [f"component {c}" for c in summary.admitted]
+        rejected = sum(summary.rejected_by.values())
+        at = ", ".join(f"{n} at {gate}" for gate, n in summary.rejected_by.items())
+        before = summary.library_size or 0
         console.print(
             f"  admitted {len(admitted)}{': ' + '; '.join(admitted) if admitted else ''}"
             f"{f'; rejected {rejected} ({at})' if rejected else ''}"
             f"; library {before} -> {before + len(admitted)} component{'s' * (before + len(admitted) != 1)} for the next round"
         )
-    for arm, values in arms.items():
-        crashed = values.get("train", {}).get("env_errors", 0)
+    for arm, values in summary.arms.items():
+        crashed = values.train.get("env_errors", 0)
         if crashed:  # each a failed episode whose level was dropped; the run went on
-            console.print(f"  {arm}: the env raised in {crashed} training episode(s), e.g. {values['train']['env_error_examples'][0]}")
-    for arm, found in summary.get("arm_findings", {}).items():
+            console.print(f"  {arm}: the env raised in {crashed} training episode(s), e.g. {values.train['env_error_examples'][0]}")
+    for arm, found in summary.arm_findings.items():
         for finding in found:
             console.print(f"  {arm}: {finding['title']}")
 
@@ -721,12 +721,12 @@ def _fmt(value: float | None, spec: str = ".1f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _show_final(target: Path, result: dict[str, Any]) -> None:
-    final = result["final"]
-    levels = final["levels"]
+def _show_final(target: Path, result: LoopResult) -> None:
+    final = result.final
+    levels = final.levels
     title = (
-        f"envrigger run {target}: held-out success on the original env, {levels['heldout']} held-out levels "
-        + ("never trained on" if levels["disjoint"] else "(seen levels allowed)")
+        f"envrigger run {target}: held-out success on the original env, {levels.heldout} held-out levels "
+        + ("never trained on" if levels.disjoint else "(seen levels allowed)")
         + " (95% Wilson interval over episodes)"
     )
     table = Table(title=title)
@@ -740,28 +740,28 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
         "env steps (all)",
     ):
         table.add_column(column, overflow="fold")
-    for arm, r in final["arms"].items():
-        h, spent = r["heldout"], r["interaction"]
+    for arm, r in final.arms.items():
+        h, spent = r.heldout, r.interaction
         table.add_row(
             arm,
-            str(r["round"]),
-            f"{r['validation']:.2f}",
-            f"{h['success']:.3f} [{h['ci'][0]:.2f}, {h['ci'][1]:.2f}]" if h is not None else "not played (heldout off)",
-            _fmt(h["steps_to_success"]) if h is not None else "-",
+            str(r.round),
+            f"{r.validation:.2f}",
+            f"{h.success:.3f} [{h.ci[0]:.2f}, {h.ci[1]:.2f}]" if h is not None else "not played (heldout off)",
+            _fmt(h.steps_to_success) if h is not None else "-",
             f"{spent['train']:,}",
             f"{spent['total']:,}",
         )
     print_table(table)
-    rigger = final["arms"].get("rigger")
+    rigger = final.arms.get("rigger")
     if rigger is not None:
-        spent = rigger["interaction"]
+        spent = rigger.interaction
         console.print(
             f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}"
             + "".join(f" + {k} {spent[k]:,}" for k in ("credit", "search", "transfer") if spent.get(k))
             + f" = {spent['total']:,}; every arm also spent {spent['select']:,} steps on validation levels to pick its round"
         )
-    if not levels["disjoint"] and all(r["heldout"] is not None for r in final["arms"].values()):
-        seen = {arm: r["heldout"].get("seen_in_training", 0) for arm, r in final["arms"].items()}
+    if not levels.disjoint and all(r.heldout is not None for r in final.arms.values()):
+        seen = {arm: (r.heldout.seen_in_training or 0) if r.heldout is not None else 0 for arm, r in final.arms.items()}
         console.print(
             "held-out episodes on a level the arm trained on: "
             + ", ".join(f"{a} {v:.0%}" for a, v in seen.items())
@@ -770,7 +770,7 @@ def _show_final(target: Path, result: dict[str, Any]) -> None:
     console.print(
         f"one run of one master seed: for a claim, use --seeds 5 (intervals across training seeds); library: {target / 'library.db'}"
     )
-    for warning in final.get("warnings", []):
+    for warning in final.warnings:
         print(f"envrigger: warning: {warning}", file=sys.stderr)
 
 
@@ -879,7 +879,7 @@ def export_command(
 
     library_path = path / "library.db" if path.is_dir() else path
     final = library_path.parent / "final.json"
-    warnings = json.loads(final.read_text()).get("warnings", []) if final.is_file() else []
+    warnings = FinalResults.load(final).warnings if final.is_file() else []
     if warnings and not force:
         raise UserError(f"{warnings[0].split(':')[0]}; export anyway with --force")
     written = export_library(Library(library_path, create=False), to, package, wheel=wheel)

@@ -30,6 +30,7 @@ from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import Evidence
 from envrigger.loop.propose import transforms_label
+from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
 from envrigger.loop.round import rigger_round
 from envrigger.loop.samplers import PLR, Curriculum, Fixed, Uniform
 from envrigger.loop.train import Arm, train_arm
@@ -60,14 +61,16 @@ def _load_levels(out: Path) -> dict[str, set[str]]:
 def run_loop(
     out: str | Path,
     config: LoopConfig | None = None,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
     stage: Stage = quiet_stage,
-) -> dict[str, Any]:
-    """Run (or, without ``config``, resume) a loop in ``out``; returns ``{"rounds": [...], "final": {...}}``.
+) -> LoopResult:
+    """Run (or, without ``config``, resume) a loop in ``out``; returns every round's summary and the final results.
 
-    ``final`` holds, per arm, the round picked on validation levels and its held-out
-    result, the env steps spent, and the level-overlap check (see :class:`LevelSplit`).
+    ``final`` (:class:`~envrigger.loop.results.FinalResults`, also ``out/final.json``) holds,
+    per arm, the round picked on validation levels and its held-out result, the env steps
+    spent, and the level-overlap check (see :class:`LevelSplit`). ``on_round`` gets each
+    round's :class:`~envrigger.loop.results.RoundSummary` as the library commits it.
     ``stage`` shows the long stages (drawing levels, training) as they go; the CLI passes
     progress bars.
     """
@@ -108,10 +111,10 @@ def _retired(summaries: list[dict[str, Any]], config: LoopConfig) -> set[str]:
 def _run_loop(
     out: Path,
     config: LoopConfig | None,
-    on_round: Callable[[dict[str, Any]], None] | None,
+    on_round: Callable[[RoundSummary], None] | None,
     log: Callable[[str], None],
     stage: Stage = quiet_stage,
-) -> dict[str, Any]:
+) -> LoopResult:
     config_path = out / "loop.json"
     if config is None:
         if not config_path.is_file():
@@ -122,7 +125,7 @@ def _run_loop(
             finished = Library(out / "library.db", create=False)
             rounds = finished.rounds()
             finished.close()
-            return {"rounds": rounds, "final": json.loads((out / "final.json").read_text())}
+            return LoopResult(rounds=[RoundSummary.model_validate(r) for r in rounds], final=FinalResults.load(out / "final.json"))
     elif config_path.is_file():
         raise TrajectoryError(f"{out} already holds a loop run; resume it with `envrigger run --resume {out}` or pick a new directory")
     base = config.spec
@@ -295,22 +298,24 @@ def _run_loop(
         if credited:
             summary["credit_state"] = credit.state()
         _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
+        committed = RoundSummary.model_validate(summary)
+        summary = committed.dump()
         library.complete_round(number, summary)  # the commit point of the round
         summaries.append(summary)
         if board is not None:
             board.round(summary)
         if on_round is not None:
-            on_round(summary)
+            on_round(committed)
     library.close()
     if board is not None:
         board.close()
     final_path = out / "final.json"
     if final_path.is_file():
-        final = json.loads(final_path.read_text())
+        final = FinalResults.load(final_path)
     else:
-        final = _final(out, config, split, summaries, log)
-        _save_json(final_path, final)
-    return {"rounds": summaries, "final": final}
+        final = FinalResults.model_validate(_final(out, config, split, summaries, log))
+        _save_json(final_path, final.dump())
+    return LoopResult(rounds=[RoundSummary.model_validate(s) for s in summaries], final=final)
 
 
 def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit
+from envrigger.loop.results import FinalResults, RoundSummary
 from envrigger.loop.run import _save_json, _writer, run_loop
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
@@ -68,10 +69,10 @@ def _interval(values: np.ndarray, bounds: tuple[float, float] = (-np.inf, np.inf
 COLLAPSED = 0.2  # held-out success below this on a seed: the arm collapsed there
 
 
-def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+def across_seeds(runs: dict[int, FinalResults]) -> dict[str, Any]:
     """Held-out success per arm across training seeds: mean, 95% t interval, paired differences.
 
-    ``runs`` maps each master seed to its :func:`run_loop` result. The interval is across
+    ``runs`` maps each master seed to its final results (:attr:`LoopResult.final`, ``final.json``). The interval is across
     seeds (each seed trains every arm from scratch), never across episodes of one run; the
     difference of ``rigger`` (or the last arm) against each other arm is paired by seed.
     Steps to success are the mean length of the successful held-out episodes; env steps
@@ -80,8 +81,10 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
     Example:
         >>> def run(rigger, original):
-        ...     arm = lambda s: {"heldout": {"success": s, "steps_to_success": 10.0}, "interaction": {"train": 100, "total": 100}}
-        ...     return {"final": {"arms": {"original": arm(original), "rigger": arm(rigger)}}}
+        ...     arm = lambda s: {"round": 1, "validation": s, "interaction": {"train": 100, "total": 100},
+        ...                      "heldout": {"success": s, "ci": [s, s], "episodes": 10, "steps_to_success": 10.0}}
+        ...     return FinalResults.model_validate({"arms": {"original": arm(original), "rigger": arm(rigger)},
+        ...                                         "levels": {"disjoint": True, "heldout": 10, "validation": 10}})
         >>> result = across_seeds({0: run(0.9, 0.5), 1: run(0.7, 0.5), 2: run(0.8, 0.6)})
         >>> d = result["difference"]["original"]
         >>> round(d["mean"], 2), [round(x, 2) for x in d["ci"]]
@@ -90,18 +93,21 @@ def across_seeds(runs: dict[int, dict[str, Any]]) -> dict[str, Any]:
         (0, 1)
     """
     seeds = sorted(runs)
-    arms = list(runs[seeds[0]]["final"]["arms"])
-    finals = {arm: [runs[seed]["final"]["arms"][arm] for seed in seeds] for arm in arms}
-    success = {arm: np.array([f["heldout"]["success"] for f in finals[arm]]) for arm in arms}
+    arms = list(runs[seeds[0]].arms)
+    finals = {arm: [runs[seed].arms[arm] for seed in seeds] for arm in arms}
+    missing = [(arm, seed) for arm in arms for seed, f in zip(seeds, finals[arm], strict=True) if f.heldout is None]
+    if missing:
+        raise ValueError(f"across_seeds: {missing[0][0]} at master seed {missing[0][1]} played no held-out level (heldout off)")
+    held = {arm: [f.heldout for f in finals[arm] if f.heldout is not None] for arm in arms}
+    success = {arm: np.array([h.success for h in held[arm]]) for arm in arms}
     out: dict[str, Any] = {"seeds": seeds, "arms": {}, "difference": {}}
     for arm in arms:
-        steps = [f["heldout"].get("steps_to_success") for f in finals[arm]]
-        solved = [s for s in steps if s is not None]
+        solved = [h.steps_to_success for h in held[arm] if h.steps_to_success is not None]
         out["arms"][arm] = {
             "success": _interval(success[arm], (0.0, 1.0)),  # a rate: its interval stays inside [0, 1]
             "steps_to_success": float(np.mean(solved)) if solved else None,
-            "env_steps": {k: float(np.mean([f["interaction"].get(k, 0) for f in finals[arm]])) for k in ("train", "total")},
-            "rounds": [f.get("round") for f in finals[arm]],
+            "env_steps": {k: float(np.mean([f.interaction.get(k, 0) for f in finals[arm]])) for k in ("train", "total")},
+            "rounds": [f.round for f in finals[arm]],
             "collapsed": int((success[arm] < COLLAPSED).sum()),  # seeds where this arm learned next to nothing held out
         }
     focus = "rigger" if "rigger" in arms else arms[-1]
@@ -128,7 +134,7 @@ def run_seeds(
     out: str | Path,
     config: LoopConfig | None,
     seeds: int = 1,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
     jobs: int = 1,
 ) -> dict[str, Any]:
@@ -146,7 +152,7 @@ def run_seeds(
 def run_many(
     runs: list[SeedsRun],
     jobs: int = 1,
-    on_round: Callable[[dict[str, Any]], None] | None = None,
+    on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) several multi-seed runs, ``jobs`` master seeds at a time; returns each run's :func:`across_seeds`.
@@ -181,10 +187,7 @@ def run_many(
             _parallel(tasks, jobs, on_round, log)
         results = []
         for run, config, seeds in plans:
-            finals = {
-                seed: {"final": json.loads((run.out / f"seed-{seed}" / "final.json").read_text())}
-                for seed in range(config.seed, config.seed + seeds)
-            }
+            finals = {seed: FinalResults.load(run.out / f"seed-{seed}" / "final.json") for seed in range(config.seed, config.seed + seeds)}
             result = across_seeds(finals)
             _save_json(run.out / "result.json", result)
             results.append(result)
@@ -216,7 +219,7 @@ def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopC
     return config, seeds
 
 
-def _seed_process(where: str, fresh: str | None, label: str, on_round: Callable[[dict[str, Any]], None] | None) -> None:
+def _seed_process(where: str, fresh: str | None, label: str, on_round: Callable[[RoundSummary], None] | None) -> None:
     """One master seed in its own process: the loop in ``where``, its log lines on stdout with ``label``."""
     config = None if fresh is None else LoopConfig.model_validate_json(fresh)
     run_loop(where, config, on_round=on_round, log=lambda m: print(label + m, flush=True))

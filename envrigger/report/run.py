@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, select_autoescape
 
+from envrigger.loop.results import FinalResults
 from envrigger.report.plots import _png
 
 TEMPLATE = resources.files("envrigger.report").joinpath("templates/run.html.j2").read_text(encoding="utf-8")
@@ -109,7 +110,7 @@ def run_facts(run: str | Path) -> dict[str, Any]:
             rounds, components = library.rounds(), library.components()
         finally:
             library.close()
-    final = json.loads((run / "final.json").read_text()) if (run / "final.json").is_file() else None
+    final = FinalResults.load(run / "final.json").dump() if (run / "final.json").is_file() else None
     arms = list(config.get("arms", []))
     differences: list[dict[str, Any]] = []
     if final is not None and config.get("heldout", True):

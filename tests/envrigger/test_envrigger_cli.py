@@ -124,10 +124,11 @@ def test_policy_help_and_error_name_the_class_forms(tmp_path, capsys):
 
 def test_a_round_line_names_what_it_admitted_and_what_the_library_becomes(capsys):
     from envrigger.cli import _show_round
+    from envrigger.loop.results import RoundSummary
 
     summary = {
         "round": 1,
-        "arms": {"rigger": {"validation": {"success": 0.5}}},
+        "arms": {"rigger": {"validation": {"success": 0.5, "ci": [0.4, 0.6], "episodes": 10}}},
         "findings": ["loop"],
         "candidates": 4,
         "admitted": [7],  # component ids, as the round stores them
@@ -135,7 +136,7 @@ def test_a_round_line_names_what_it_admitted_and_what_the_library_becomes(capsys
         "rejected_by": {"learnability": 3},
         "library_size": 0,
     }
-    _show_round(summary)
+    _show_round(RoundSummary.model_validate(summary))
     out = " ".join(capsys.readouterr().out.split())
     assert "4 candidates" in out and 'admitted 1: RemoveWalls{"count": 2}' in out
     assert "rejected 3 (3 at learnability)" in out and "library 0 -> 1 component for the next round" in out

@@ -1,0 +1,183 @@
+"""What a loop run reports, as versioned models: written and read through them, old files still load.
+
+Contains :data:`SCHEMA_VERSION`, :class:`Evaluation` (one policy scored on the original
+env), :class:`ArmRound` and :class:`RoundSummary` (one round, as the library commits
+it), :class:`ArmFinal`, :class:`LevelCounts` and :class:`FinalResults` (``final.json``),
+and :class:`LoopResult` (what :func:`~envrigger.loop.run.run_loop` returns). A file
+written before versions were recorded loads as version 0 (the same fields); a file from a
+newer version than this code knows is refused with one line.
+
+Example:
+    >>> final = FinalResults.model_validate({
+    ...     "arms": {"original": {"round": 2, "validation": 0.5, "heldout": None, "interaction": {"train": 100, "total": 100}}},
+    ...     "warnings": [], "levels": {"disjoint": True, "heldout": 200, "validation": 100, "overlap": {}}})
+    >>> final.schema_version, final.arms["original"].round, final.arms["original"].interaction["total"]
+    (0, 2, 100)
+    >>> FinalResults.model_validate({**final.model_dump(), "schema_version": 99})
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for FinalResults
+      Value error, schema_version 99 is newer than this envrigger reads (1); upgrade envrigger to read it [type=value_error, ...]
+    ...
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION = 1  # 1: schema_version recorded in final.json and every round summary
+
+
+class Readable(BaseModel):
+    """A result model that code written for the dict results can still read: ``r["key"]``, ``r.get``, ``"key" in r``, ``r.items()``.
+
+    A key is *in* the record when the file (or the loop) gave it; attributes are the typed way to read.
+    """
+
+    def _given(self) -> dict[str, Any]:
+        return {**{k: getattr(self, k) for k in self.model_fields_set}, **(self.__pydantic_extra__ or {})}
+
+    def __getitem__(self, key: str) -> Any:
+        given = self._given()
+        if key not in given:
+            raise KeyError(key)
+        return given[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._given()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._given().get(key, default)
+
+    def keys(self) -> Any:
+        return self._given().keys()
+
+    def items(self) -> Any:
+        return self._given().items()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, dict):  # compared with the dict it was read from (or written as)
+            return bool(self.model_dump(mode="json", exclude_unset=True) == other)
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable records: not hashable, as BaseModel
+
+
+class _Versioned(Readable):
+    """A record with a ``schema_version``: absent means 0 (written before versions); newer than this code is refused."""
+
+    schema_version: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_version(cls, data: Any) -> Any:
+        version = data.get("schema_version", 0) if isinstance(data, dict) else 0
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {version} is newer than this envrigger reads ({SCHEMA_VERSION}); upgrade envrigger to read it"
+            )
+        return data
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON-ready dict, as written: the fields given, at the current schema version."""
+        return {"schema_version": SCHEMA_VERSION, **self.model_dump(mode="json", exclude_unset=True, exclude={"schema_version"})}
+
+
+class Evaluation(Readable):
+    """A policy scored on the original env with its original verifier, one episode per seed (:func:`~envrigger.loop.evaluate.evaluate`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: float
+    ci: list[float]
+    episodes: int
+    mean_length: float = 0.0
+    steps_to_success: float | None = None
+    env_steps: int = 0
+    levels: int = 0
+    diversity: dict[str, float | None] = Field(default_factory=dict)
+    seen_in_training: float | None = None
+
+
+class ArmRound(Readable):
+    """One arm in one round: what it trained on (``train``), the env steps it took by use, its validation-level score."""
+
+    model_config = ConfigDict(extra="allow")
+
+    train: dict[str, Any] = Field(default_factory=dict)
+    interaction: dict[str, int] = Field(default_factory=dict)
+    validation: Evaluation
+
+
+class RoundSummary(_Versioned):
+    """One finished round, as the library commits it; the rigger round's fields are there when it diagnosed and validated.
+
+    Those (``findings``, ``candidates``, ``admitted``, ``rejected_by``, ``tried``...) are absent
+    from the last round, which trains and scores but admits nothing.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    round: int
+    arms: dict[str, ArmRound]
+    wall_time: float = 0.0
+    library_size: int | None = None
+    library_version: int | None = None
+    findings: list[str] | None = None
+    candidates: int | None = None
+    admitted: list[int] = Field(default_factory=list)
+    admitted_labels: list[str] = Field(default_factory=list)
+    rejected_by: dict[str, int] = Field(default_factory=dict)
+    tried: list[dict[str, Any]] = Field(default_factory=list)
+    arm_findings: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+
+    @property
+    def validated(self) -> bool:
+        """Whether the rigger arm diagnosed, proposed and validated this round (every round but the last)."""
+        return self.findings is not None
+
+
+class ArmFinal(Readable):
+    """One arm's result: the round picked on validation levels, its validation success, held-out score, interaction."""
+
+    model_config = ConfigDict(extra="allow")
+
+    round: int
+    validation: float
+    heldout: Evaluation | None = None
+    interaction: dict[str, int] = Field(default_factory=dict)
+
+
+class LevelCounts(Readable):
+    """The level split the result stands on: disjoint or not, how many held-out and validation levels, any overlap."""
+
+    model_config = ConfigDict(extra="allow")
+
+    disjoint: bool
+    heldout: int
+    validation: int
+    overlap: dict[str, int] = Field(default_factory=dict)  # levels of each use that were reserved (0 on a disjoint split)
+
+
+class FinalResults(_Versioned):
+    """A run's ``final.json``: per arm the picked round and its held-out score, warnings, the level split."""
+
+    arms: dict[str, ArmFinal]
+    warnings: list[str] = Field(default_factory=list)
+    levels: LevelCounts
+
+    @classmethod
+    def load(cls, path: Path) -> FinalResults:
+        """Read a ``final.json`` (any version this code knows)."""
+        return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+class LoopResult(Readable):
+    """What a loop run returns: every round's summary and the final results."""
+
+    rounds: list[RoundSummary]
+    final: FinalResults
