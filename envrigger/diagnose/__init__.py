@@ -19,20 +19,11 @@ from pathlib import Path
 
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
-from envrigger.diagnose.detectors import (
-    EPISODE_DETECTORS,
-    STATE_DETECTORS,
-    DiagnoseConfig,
-    EpisodeFrame,
-    contrast,
-    explains_failure,
-    merge_duplicates,
-    merge_symptoms,
-    note_reading,
-    rate_by_feature,
-    step_candidates,
-    to_finding,
-)
+from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.detectors import EPISODE_DETECTORS, STATE_DETECTORS, step_candidates
+from envrigger.diagnose.flags import rate_by_feature, to_finding
+from envrigger.diagnose.frame import EpisodeFrame
+from envrigger.diagnose.judge import contrast, explains_failure, merge_duplicates, merge_symptoms, note_reading
 from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
 from envrigger.diagnose.steps import scan_steps
 from envrigger.diagnose.vocabulary import vocabulary

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from envrigger.diagnose.detectors import Candidate, EpisodeFrame
+from envrigger.diagnose.flags import Candidate
+from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.steps import StateSample
 
 MIN_PRECISION = 0.75
