@@ -1,6 +1,6 @@
 """What a detector returns and how it becomes a finding.
 
-Contains :class:`Candidate` (a detector's flag per episode, before thresholds and evidence),
+Contains :class:`Flag` (what a detector flags, per episode or level, before thresholds and evidence),
 the step ranges a flag points at (:func:`last_steps`, :func:`all_steps`), :func:`cause_name`,
 :func:`share_lost`, :func:`to_finding`, which applies the support thresholds and attaches
 evidence, and :func:`rate_by_feature`, a finding's rate across a level feature's bins.
@@ -20,7 +20,7 @@ from envrigger.diagnose.model import Evidence, Finding, wilson
 
 
 @dataclass
-class Candidate:
+class Flag:
     """A detector's verdict per episode (or per level), before thresholds and evidence."""
 
     name: str
@@ -56,18 +56,16 @@ def share_lost(lost: np.ndarray, returns: np.ndarray) -> float:
     return float(lost.sum()) / total if total > 0 else 0.0
 
 
-def to_finding(
-    candidate: Candidate, frame: EpisodeFrame, excerpts: dict[tuple[int, int, int], list[dict]], config: DiagnoseConfig
-) -> Finding | None:
+def to_finding(flag: Flag, frame: EpisodeFrame, excerpts: dict[tuple[int, int, int], list[dict]], config: DiagnoseConfig) -> Finding | None:
     """Apply the support thresholds; attach rate, interval, severity and evidence."""
-    mask = candidate.mask
+    mask = flag.mask
     hits, total = int(mask.sum()), frame.n
     if hits < config.min_episodes or total == 0 or hits / total < config.min_rate:
         return None
     failed = ~frame.success
     total_failures = int(failed.sum())
     failures = int((mask & failed).sum())
-    severity = candidate.severity if candidate.severity is not None else failures / total_failures if total_failures else 0.0
+    severity = flag.severity if flag.severity is not None else failures / total_failures if total_failures else 0.0
     seeds = dict(zip(frame.episode_id.tolist(), frame.seed.tolist()))
     evidence = [
         Evidence(
@@ -78,20 +76,20 @@ def to_finding(
             note=f"steps {lo}-{hi}",
             excerpt=excerpts.get((e, lo, hi), []),
         )
-        for e, (lo, hi) in list(candidate.ranges.items())[: config.evidence]
+        for e, (lo, hi) in list(flag.ranges.items())[: config.evidence]
     ]
     return Finding(
-        name=candidate.name,
-        title=candidate.title,
+        name=flag.name,
+        title=flag.title,
         episodes=hits,
         total=total,
         rate=hits / total,
         rate_ci=wilson(hits, total),
         failures=failures,
         severity=severity,
-        stats=candidate.stats,
+        stats=flag.stats,
         evidence=evidence,
-        symptoms=[symptom["name"] for symptom in candidate.stats.get("symptoms", [])],
+        symptoms=[symptom["name"] for symptom in flag.stats.get("symptoms", [])],
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate
+from envrigger.diagnose.flags import Flag
 from envrigger.diagnose.frame import EpisodeFrame
 
 
@@ -65,31 +65,31 @@ def note_reading(stats: dict[str, Any] | None, config: DiagnoseConfig) -> str:
     return "inconclusive" if lift is not None and lift > max(config.contrast_min_lift, 1.0) * 1.5 else "style"
 
 
-def explains_failure(candidate: Candidate, frame: EpisodeFrame, config: DiagnoseConfig) -> bool:
+def explains_failure(flag: Flag, frame: EpisodeFrame, config: DiagnoseConfig) -> bool:
     """Whether a behaviour is a finding rather than a style note (see :class:`DiagnoseConfig`); other kinds always are."""
-    if candidate.kind != "behaviour":
+    if flag.kind != "behaviour":
         return True
     failed = ~frame.success
-    if not (candidate.mask & failed).any():
+    if not (flag.mask & failed).any():
         return False  # it never comes with a failure
     if frame.success.sum() < config.contrast_min_successes:
         return True  # too few successes to contrast with: reported as it is, its stats say so
-    ci = candidate.stats["contrast"]["lift_ci"]
+    ci = flag.stats["contrast"]["lift_ci"]
     return ci is not None and ci[0] > config.contrast_min_lift
 
 
-def merge_duplicates(candidates: list[Candidate], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def merge_duplicates(flags: list[Flag], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """One finding per set of episodes: level regions (confounded features) and costs that flag the same episodes.
 
-    Within each kind (regions; costs), candidates are taken clearest first (a region by its
+    Within each kind (regions; costs), flags are taken clearest first (a region by its
     z statistic, a cost's step events before its return gap); one whose episodes a kept one
     flags too, ``duplicate_overlap`` of them at least, is dropped and named in the kept one's
     ``also_explained_by``: a confounded feature explains no failure the clearer one does not.
     Endings, levels and behaviours are different views of the same episodes and all stay.
     """
-    out: list[Candidate] = []
-    groups: dict[str, list[Candidate]] = {}
-    for c in candidates:
+    out: list[Flag] = []
+    groups: dict[str, list[Flag]] = {}
+    for c in flags:
         if c.kind in ("region", "cost"):
             groups.setdefault(c.kind, []).append(c)
         else:
@@ -99,7 +99,7 @@ def merge_duplicates(candidates: list[Candidate], frame: EpisodeFrame, config: D
         clearest = sorted(
             group, key=lambda c: -c.stats.get("z", 0.0) if kind == "region" else (c.name != "costly_event", -(c.severity or 0))
         )
-        kept: list[Candidate] = []
+        kept: list[Flag] = []
         for c in clearest:
             twin = next((k for k in kept if _covered(c.mask, k.mask) >= config.duplicate_overlap), None)
             if twin is None:
@@ -110,26 +110,26 @@ def merge_duplicates(candidates: list[Candidate], frame: EpisodeFrame, config: D
     return out
 
 
-def merge_symptoms(candidates: list[Candidate], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def merge_symptoms(flags: list[Flag], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """One finding per behaviour: behaviours and endings that flag nearly the same episodes become one, with symptoms.
 
     A PPO agent pressing ``forward`` into a wall shows a no-op, a repeated action, revisits
-    and a timeout on the same episodes: one behaviour, not four findings. Candidates are
+    and a timeout on the same episodes: one behaviour, not four findings. Flags are
     taken strongest first (an ending the env names, such as lava or a failed submit, then a
     behaviour, then an ending that only says how the episode stopped, such as a timeout or
     giving up; within each, the larger share of failures covered, then the larger lower end
     of the lift's interval); one whose episodes and a kept one's each cover ``symptom_overlap`` of the
     other's joins the kept one as a symptom (``stats["symptoms"]``), keeping the kept one's
-    statistics. Candidates below the support thresholds take no part.
+    statistics. Flags below the support thresholds take no part.
     """
     failed = ~frame.success
     failures = max(int(failed.sum()), 1)
 
-    def supported(c: Candidate) -> bool:
+    def supported(c: Flag) -> bool:
         hits = int(c.mask.sum())
         return hits >= config.min_episodes and hits / max(frame.n, 1) >= config.min_rate
 
-    def strength(c: Candidate) -> tuple:
+    def strength(c: Flag) -> tuple:
         # What ended the episode, where the env says (lava, a failed submit), names it best; then the
         # behaviour; an ending that says only how it stopped (a timeout, giving up) is a symptom.
         told = c.name.startswith("terminal_cause:") or c.name == "episode_error"
@@ -141,8 +141,8 @@ def merge_symptoms(candidates: list[Candidate], frame: EpisodeFrame, config: Dia
             c.name,
         )
 
-    mergeable = sorted((c for c in candidates if c.kind in ("behaviour", "ending") and supported(c)), key=strength)
-    kept: list[Candidate] = []
+    mergeable = sorted((c for c in flags if c.kind in ("behaviour", "ending") and supported(c)), key=strength)
+    kept: list[Flag] = []
     merged: set[int] = set()
     for c in mergeable:
         twin = next(
@@ -157,7 +157,7 @@ def merge_symptoms(candidates: list[Candidate], frame: EpisodeFrame, config: Dia
         if "contrast" in c.stats:
             symptom["contrast"] = c.stats["contrast"]
         twin.stats.setdefault("symptoms", []).append(symptom)
-    return [c for c in candidates if id(c) not in merged]
+    return [c for c in flags if id(c) not in merged]
 
 
 def _covered(a: np.ndarray, by: np.ndarray) -> float:

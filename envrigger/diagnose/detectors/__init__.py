@@ -1,7 +1,7 @@
 """Detectors: from per-episode facts to flags, one module per kind of weakness.
 
 The face of the package: :data:`EPISODE_DETECTORS` (each ``(frame, config) -> flags``, in
-the order they run), :func:`step_candidates` (flags from the streamed step counts) and
+the order they run), :func:`flag_behaviours` (flags from the streamed step counts) and
 :data:`STATE_DETECTORS`; and what they read, :class:`DiagnoseConfig` and :class:`EpisodeFrame`.
 
 - :mod:`~envrigger.diagnose.detectors.endings`: timeouts, errors, terminal causes, giving up;
@@ -12,7 +12,7 @@ the order they run), :func:`step_candidates` (flags from the streamed step count
 """
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.detectors.behaviours import STATE_DETECTORS, STEP_TITLES, step_candidates
+from envrigger.diagnose.detectors.behaviours import STATE_DETECTORS, STEP_TITLES, flag_behaviours
 from envrigger.diagnose.detectors.endings import endings
 from envrigger.diagnose.detectors.model_calls import model_calls
 from envrigger.diagnose.detectors.outcomes import return_gaps, reward_without_success, variance_across_seeds
@@ -32,6 +32,6 @@ __all__ = [
     "model_calls",
     "return_gaps",
     "reward_without_success",
-    "step_candidates",
+    "flag_behaviours",
     "variance_across_seeds",
 ]

@@ -1,6 +1,6 @@
 """Behaviours seen in the steps: loops, revisits, no-ops, repeated and blocked actions, tool errors, retries, costly events.
 
-Contains :data:`STEP_TITLES`, :func:`step_candidates` (flags from the streamed step counts of
+Contains :data:`STEP_TITLES`, :func:`flag_behaviours` (flags from the streamed step counts of
 :mod:`envrigger.diagnose.steps`) and :data:`STATE_DETECTORS`, the ones that compare states.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate, share_lost
+from envrigger.diagnose.flags import Flag, share_lost
 from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.steps import StepStats
 
@@ -25,7 +25,7 @@ STEP_TITLES = {
 }
 
 
-def step_candidates(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfig) -> list[Candidate]:
+def flag_behaviours(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfig) -> list[Flag]:
     """Flags from the streamed step counts, with the step ranges found during the scan."""
     out = []
     length = stats.column("steps", frame.episode_id)
@@ -49,7 +49,7 @@ def step_candidates(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfi
             won = int((mask & frame.success).sum())
             title += f" ({extra['mean_lost_when_flagged']:.3g} reward lost per affected episode; {won} of them still succeed)"
         out.append(
-            Candidate(
+            Flag(
                 name,
                 title,
                 mask,

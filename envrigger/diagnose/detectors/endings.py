@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate, cause_name, last_steps
+from envrigger.diagnose.flags import Flag, cause_name, last_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
-def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Timeouts, and failures grouped by the verifier's terminal cause."""
     failed = ~frame.success
     out = []
@@ -21,17 +21,15 @@ def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
         mask = failed & (causes == cause)
         if cause == "timeout":
             out.append(
-                Candidate("timeout", "runs out of time (truncated before success)", mask, ranges=last_steps(frame, mask, config.evidence))
+                Flag("timeout", "runs out of time (truncated before success)", mask, ranges=last_steps(frame, mask, config.evidence))
             )
         elif cause == "error":
             out.append(
-                Candidate(
-                    "episode_error", "the env or the policy raised an exception", mask, ranges=last_steps(frame, mask, config.evidence)
-                )
+                Flag("episode_error", "the env or the policy raised an exception", mask, ranges=last_steps(frame, mask, config.evidence))
             )
         else:
             out.append(
-                Candidate(
+                Flag(
                     f"terminal_cause:{cause}", f"fails by {cause.replace('_', ' ')}", mask, ranges=last_steps(frame, mask, config.evidence)
                 )
             )
@@ -42,7 +40,7 @@ def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
         if mask.any():
             title = f"gives up: ends the episode itself (a submit) without success, with over {1 - config.giving_up_max_share:.0%} of its steps left"
             out.append(
-                Candidate(
+                Flag(
                     "giving_up",
                     title,
                     mask,

@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate, all_steps
+from envrigger.diagnose.flags import Flag, all_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
-def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """An LLM agent's calls: replies that were no action, failure after the context was cut, and verbose outliers.
 
     Behaviours, judged by contrast like the others: a finding only where they come with failure.
@@ -33,7 +33,7 @@ def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
     ):
         mask = counts > 0
         out.append(
-            Candidate(name, title, mask, stats={"mean_when_flagged": float(counts[mask].mean()) if mask.any() else 0.0},
+            Flag(name, title, mask, stats={"mean_when_flagged": float(counts[mask].mean()) if mask.any() else 0.0},
                       ranges=all_steps(frame, mask, config.evidence), kind="behaviour")
         )  # fmt: skip
     # Per call, against the run's short end (its lower quartile), so that even a run padded half the time shows it.
@@ -50,5 +50,5 @@ def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
         usual = float(np.percentile(per_call[known], 25))
         mask = known & (per_call > max(4 * usual, usual + margin))
         title = f"{what}: more than 4x (and {margin:g} {unit} more than) the run's usual {shown.format(usual)}{unit} per call"
-        out.append(Candidate(name, title, mask, stats={key: usual}, ranges=all_steps(frame, mask, config.evidence), kind="behaviour"))
+        out.append(Flag(name, title, mask, stats={key: usual}, ranges=all_steps(frame, mask, config.evidence), kind="behaviour"))
     return out

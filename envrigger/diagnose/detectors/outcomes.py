@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate, all_steps, share_lost
+from envrigger.diagnose.flags import Flag, all_steps, share_lost
 from envrigger.diagnose.frame import EpisodeFrame
 
 
-def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Failed episodes that still collected as much reward as typical successes (or any, if none succeed)."""
     failed = ~frame.success
     if frame.success.any():
@@ -23,10 +23,10 @@ def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[
         bar = 0.0
         mask = failed & (frame.ret > 0)
         title = "collects positive reward but never succeeds"
-    return [Candidate("reward_without_success", title, mask, stats={"return_bar": bar}, ranges=all_steps(frame, mask, config.evidence))]
+    return [Flag("reward_without_success", title, mask, stats={"return_bar": bar}, ranges=all_steps(frame, mask, config.evidence))]
 
 
-def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Levels played from several seeds whose outcome is close to a coin flip.
 
     A level is the adapter's ``level_id`` (map and start, or physics) within a spec; runs
@@ -45,7 +45,7 @@ def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[C
     noisy = repeated & (spread >= config.variance_min)
     mask = noisy[index]
     return [
-        Candidate(
+        Flag(
             "high_variance",
             f"same level, outcome varies across seeds ({int(noisy.sum())} of {int(repeated.sum())} replayed levels)",
             mask,
@@ -67,7 +67,7 @@ def _robust_margin(values: np.ndarray, floor: float) -> tuple[float, float]:
     return median, max(floor, 0.1 * abs(median), 3 * 1.4826 * mad)
 
 
-def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Successful episodes whose return falls far below a typical success's (a detour, a penalty paid on the way)."""
     won = frame.success
     if won.sum() < config.contrast_min_successes:
@@ -76,7 +76,7 @@ def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
     mask = won & (frame.ret < median - margin)
     gap = np.where(mask, median - frame.ret, 0.0)
     return [
-        Candidate(
+        Flag(
             "return_gap",
             f"succeeds with a far lower return than usual (below {median - margin:g}; a typical success returns {median:g})",
             mask,

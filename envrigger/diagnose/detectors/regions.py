@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.flags import Candidate, all_steps
+from envrigger.diagnose.flags import Flag, all_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
@@ -18,7 +18,7 @@ def _one_sided_p(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candidate]:
+def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Per level feature, the threshold split whose side concentrates failure the most."""
     failed = ~frame.success
     n, total_fail = frame.n, int(failed.sum())
@@ -55,7 +55,7 @@ def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Candida
             continue
         mask = region & failed
         out.append(
-            Candidate(
+            Flag(
                 f"feature_region:{feature}",
                 f"fails when {feature} {op} {threshold:g} ({p_in:.0%} vs {p_out:.0%} elsewhere)",
                 mask,
