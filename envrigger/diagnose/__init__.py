@@ -1,7 +1,8 @@
 """envrigger diagnose: recurring weaknesses in a run, with rates, severity and evidence.
 
 Contains :func:`diagnose` and re-exports :class:`Diagnosis`, :class:`Finding`,
-:class:`Evidence` and :class:`DiagnoseConfig`. The episodes table is read whole (one row
+:class:`Evidence`, :class:`DiagnoseConfig` and :data:`FINDING_NAMES`, the finding vocabulary
+(every name a detector produces, with its detector). The episodes table is read whole (one row
 per episode); steps are streamed in batches of whole episodes, so memory stays bounded
 however long the run is.
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.detectors import EPISODE_DETECTORS, STATE_DETECTORS, flag_behaviours
+from envrigger.diagnose.detectors import EPISODE_DETECTORS, FINDING_NAMES, STATE_DETECTORS, flag_behaviours
 from envrigger.diagnose.flags import rate_by_feature, to_finding
 from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.judge import contrast, explains_failure, merge_duplicates, merge_symptoms, note_reading
@@ -119,4 +120,4 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
     return diagnosis
 
 
-__all__ = ["DiagnoseConfig", "Diagnosis", "Evidence", "Finding", "diagnose"]
+__all__ = ["FINDING_NAMES", "DiagnoseConfig", "Diagnosis", "Evidence", "Finding", "diagnose"]

@@ -2,7 +2,10 @@
 
 The face of the package: :data:`EPISODE_DETECTORS` (each ``(frame, config) -> flags``, in
 the order they run), :func:`flag_behaviours` (flags from the streamed step counts) and
-:data:`STATE_DETECTORS`; and what they read, :class:`DiagnoseConfig` and :class:`EpisodeFrame`.
+:data:`STATE_DETECTORS`; what they read, :class:`DiagnoseConfig` and :class:`EpisodeFrame`; and the
+finding vocabulary, :data:`FINDING_NAMES`: every detector declares the names it produces with
+``@produces`` (see :mod:`envrigger.diagnose.finding_names`), so with all of them imported
+here the registry is whole.
 
 - :mod:`~envrigger.diagnose.detectors.endings`: timeouts, errors, terminal causes, giving up;
 - :mod:`~envrigger.diagnose.detectors.regions`: level-feature regions where failure concentrates;
@@ -17,21 +20,26 @@ from envrigger.diagnose.detectors.endings import endings
 from envrigger.diagnose.detectors.model_calls import model_calls
 from envrigger.diagnose.detectors.outcomes import return_gaps, reward_without_success, variance_across_seeds
 from envrigger.diagnose.detectors.regions import feature_regions
+from envrigger.diagnose.finding_names import FINDING_NAMES, FindingName, produced, produces
 from envrigger.diagnose.frame import EpisodeFrame
 
 EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps, model_calls)
 
 __all__ = [
     "EPISODE_DETECTORS",
+    "FINDING_NAMES",
     "STATE_DETECTORS",
     "STEP_TITLES",
     "DiagnoseConfig",
     "EpisodeFrame",
+    "FindingName",
     "endings",
     "feature_regions",
+    "flag_behaviours",
     "model_calls",
+    "produced",
+    "produces",
     "return_gaps",
     "reward_without_success",
-    "flag_behaviours",
     "variance_across_seeds",
 ]

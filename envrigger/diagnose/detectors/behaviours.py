@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.finding_names import FindingName, produces
 from envrigger.diagnose.flags import Flag, share_lost
 from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.steps import StepStats
@@ -25,6 +26,7 @@ STEP_TITLES = {
 }
 
 
+@produces(*(FindingName(name, "cost" if name == "costly_event" else "behaviour", title) for name, title in STEP_TITLES.items()))
 def flag_behaviours(frame: EpisodeFrame, stats: StepStats, config: DiagnoseConfig) -> list[Flag]:
     """Flags from the streamed step counts, with the step ranges found during the scan."""
     out = []

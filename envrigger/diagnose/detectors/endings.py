@@ -8,10 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.finding_names import FindingName, produces
 from envrigger.diagnose.flags import Flag, cause_name, last_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@produces(
+    FindingName("timeout", "ending", "truncated before success (the env's limit or a StepBudget)"),
+    FindingName("episode_error", "ending", "the env or the policy raised an exception"),
+    FindingName("terminal_cause:CAUSE", "ending", "failed with that verifier reason: lava, hole, pole_fell..."),
+    FindingName("giving_up", "ending", "ended the episode itself without success, with most of its steps left"),
+)
 def endings(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Timeouts, and failures grouped by the verifier's terminal cause."""
     failed = ~frame.success

@@ -8,10 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.finding_names import FindingName, produces
 from envrigger.diagnose.flags import Flag, all_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@produces(
+    FindingName("malformed_output", "behaviour", "replies that name no action, sent back by the harness"),
+    FindingName("context_truncated", "behaviour", "failed after older turns were cut from the model's context"),
+    FindingName("verbose_output", "behaviour", "far more output tokens per call than the run's usual"),
+    FindingName("slow_calls", "behaviour", "model calls far slower than the run's usual"),
+)
 def model_calls(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """An LLM agent's calls: replies that were no action, failure after the context was cut, and verbose outliers.
 

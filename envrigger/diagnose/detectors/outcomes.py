@@ -8,10 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.finding_names import FindingName, produces
 from envrigger.diagnose.flags import Flag, all_steps, share_lost
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@produces(FindingName("reward_without_success", "ending", "failed yet collected as much reward as a typical success"))
 def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Failed episodes that still collected as much reward as typical successes (or any, if none succeed)."""
     failed = ~frame.success
@@ -26,6 +28,7 @@ def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[
     return [Flag("reward_without_success", title, mask, stats={"return_bar": bar}, ranges=all_steps(frame, mask, config.evidence))]
 
 
+@produces(FindingName("high_variance", "level", "the same level's outcome varies across seeds, close to a coin flip"))
 def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Levels played from several seeds whose outcome is close to a coin flip.
 
@@ -67,6 +70,7 @@ def _robust_margin(values: np.ndarray, floor: float) -> tuple[float, float]:
     return median, max(floor, 0.1 * abs(median), 3 * 1.4826 * mad)
 
 
+@produces(FindingName("return_gap", "cost", "succeeded with a return far below a typical success's"))
 def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Successful episodes whose return falls far below a typical success's (a detour, a penalty paid on the way)."""
     won = frame.success
