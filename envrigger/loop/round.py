@@ -18,7 +18,7 @@ from envrigger.diagnose import diagnose
 from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
-from envrigger.loop.mixture import Evidence
+from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import propose, transforms_label
 from envrigger.loop.transfer import transfer_gate
 from envrigger.loop.validate import Validator
@@ -48,7 +48,7 @@ def rigger_round(
     number: int,
     reserved: set[str],
     spaces: tuple[Any, Any],
-    evidence: Evidence,
+    evidence: TrainingEpisodes,
     log: Callable[[str], None],
     trained: dict[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
