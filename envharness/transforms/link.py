@@ -32,7 +32,7 @@ class Chain(LinkTransform):
         (0, False, 'in progress', 1)
     """
 
-    targets: ClassVar[tuple[str, ...]] = ("early_success", "timeout")
+    targets: ClassVar[tuple[str, ...]] = ("timeout",)
 
     env_id: str = Field(min_length=1, description="Gymnasium id of the env that follows")
     env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")

@@ -151,7 +151,7 @@ class TextHint(ObservationTransform):
     """
 
     works_on: ClassVar[str] = "text observations (TextWorld, CodeRepair, MiniGrid missions)"
-    targets: ClassVar[tuple[str, ...]] = ("loop", "timeout", "tool_error", "invalid_action")
+    targets: ClassVar[tuple[str, ...]] = ("loop", "timeout", "tool_error")
 
     text: str = Field(min_length=1, max_length=1000, description="the hint")
     field: str = Field("mission", max_length=100, description="Dict field holding the text")
@@ -191,7 +191,7 @@ class DelayObservation(ObservationTransform):
         (0, 1)
     """
 
-    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure")
+    targets: ClassVar[tuple[str, ...]] = ("high_variance",)
 
     steps: int = Field(1, ge=1, le=100, description="delay in steps")
 

@@ -78,7 +78,7 @@ class ActionSlip(RuleTransform):
     """
 
     works_on: ClassVar[str] = "Discrete actions"
-    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure")
+    targets: ClassVar[tuple[str, ...]] = ("high_variance",)
 
     p: float = Field(0.1, ge=0.0, le=1.0, description="probability that an action slips")
 

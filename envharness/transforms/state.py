@@ -85,7 +85,6 @@ class MoveAgent(_Distance):
     # Starting nearer the goal is a reverse curriculum for anything that stops the agent on the way.
     targets: ClassVar[tuple[str, ...]] = (
         "feature_region:goal_distance",
-        "early_failure",
         "timeout",
         "loop",
         "terminal_cause:hole",
@@ -266,7 +265,7 @@ class InitialStateNoise(StateTransform):
     """
 
     capability: ClassVar[str] = "initial_state"
-    targets: ClassVar[tuple[str, ...]] = ("high_variance", "early_failure", "terminal_cause:pole_fell")
+    targets: ClassVar[tuple[str, ...]] = ("high_variance", "terminal_cause:pole_fell")
 
     scale: float = Field(0.05, ge=0.0, le=1.0, description="half-width of the uniform noise")
 
@@ -367,7 +366,7 @@ class ReplayPrefix(StateTransform):
     """
 
     requires_state_access: ClassVar[bool] = False
-    targets: ClassVar[tuple[str, ...]] = ("early_failure", "loop")
+    targets: ClassVar[tuple[str, ...]] = ("loop",)
 
     actions: list[Any] = Field(
         default_factory=list, max_length=1000, description=f"actions replayed at reset (each at most {MAX_ACTION_SIZE} characters or items)"
@@ -421,7 +420,7 @@ class OpenFile(StateTransform):
     """
 
     capability: ClassVar[str] = "files"
-    targets: ClassVar[tuple[str, ...]] = ("tool_error", "timeout", "early_failure")
+    targets: ClassVar[tuple[str, ...]] = ("tool_error", "timeout")
 
     path: str = Field("", max_length=200, description="file to open; empty: the module to fix")
 

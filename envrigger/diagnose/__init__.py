@@ -1,7 +1,8 @@
 """envrigger diagnose: recurring weaknesses in a run, with rates, severity and evidence.
 
 Contains :func:`diagnose` and re-exports :class:`Diagnosis`, :class:`Finding`,
-:class:`Evidence` and :class:`DiagnoseConfig`. The episodes table is read whole (one row
+:class:`Evidence`, :class:`DiagnoseConfig` and :data:`FINDING_NAMES`, the finding vocabulary
+(every name a detector produces, with its detector). The episodes table is read whole (one row
 per episode); steps are streamed in batches of whole episodes, so memory stays bounded
 however long the run is.
 
@@ -19,20 +20,11 @@ from pathlib import Path
 
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
-from envrigger.diagnose.detectors import (
-    EPISODE_DETECTORS,
-    STATE_DETECTORS,
-    DiagnoseConfig,
-    EpisodeFrame,
-    contrast,
-    explains_failure,
-    merge_duplicates,
-    merge_symptoms,
-    note_reading,
-    rate_by_feature,
-    step_candidates,
-    to_finding,
-)
+from envrigger.diagnose.config import DiagnoseConfig
+from envrigger.diagnose.detectors import EPISODE_DETECTORS, FINDING_NAMES, STATE_DETECTORS, flag_behaviours
+from envrigger.diagnose.flags import rate_by_feature, to_finding
+from envrigger.diagnose.frame import EpisodeFrame
+from envrigger.diagnose.judge import contrast, explains_failure, merge_duplicates, merge_symptoms, note_reading
 from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
 from envrigger.diagnose.steps import scan_steps
 from envrigger.diagnose.vocabulary import vocabulary
@@ -58,14 +50,14 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             wanted.setdefault(e, []).append(r)
     failed_ids = set(frame.episode_id[~frame.success].tolist())
     stats = scan_steps(store, config.step_flags(), wanted, config.evidence, config.batch_size, failed=failed_ids)
-    candidates = episode_level + step_candidates(frame, stats, config)
+    flags = episode_level + flag_behaviours(frame, stats, config)
     blind = stats.transitions > frame.n and stats.distinct_states < 2
     if blind:  # every step has the same state digest: the log holds no observations or positions, so state detectors would see one state
-        candidates = [c for c in candidates if c.name not in STATE_DETECTORS]
-    for c in candidates:
+        flags = [c for c in flags if c.name not in STATE_DETECTORS]
+    for c in flags:
         if c.kind in ("behaviour", "cost"):
             c.stats["contrast"] = contrast(c.mask, frame.success)
-    kept = merge_duplicates([c for c in candidates if explains_failure(c, frame, config)], frame, config)
+    kept = merge_duplicates([c for c in flags if explains_failure(c, frame, config)], frame, config)
     kept = merge_symptoms(kept, frame, config)
     first = store.episodes_table(columns=["spec_json"]).column("spec_json")
     words = vocabulary(first[0].as_py() if len(first) else None)
@@ -84,7 +76,7 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
         if feature in frame.features:
             c.stats["by_feature"] = rate_by_feature(c.mask, frame.features[feature], feature)
     findings = [f for c in kept if (f := to_finding(c, frame, stats.excerpts, config)) is not None]
-    notes = [f for c in candidates if not explains_failure(c, frame, config) and (f := to_finding(c, frame, stats.excerpts, config))]
+    notes = [f for c in flags if not explains_failure(c, frame, config) and (f := to_finding(c, frame, stats.excerpts, config))]
     for note in notes:
         note.stats["reading"] = note_reading(note.stats.get("contrast"), config)
     # Ties in severity go to the finding whose affected episodes fail most surely.
@@ -128,4 +120,4 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
     return diagnosis
 
 
-__all__ = ["DiagnoseConfig", "Diagnosis", "Evidence", "Finding", "diagnose"]
+__all__ = ["FINDING_NAMES", "DiagnoseConfig", "Diagnosis", "Evidence", "Finding", "diagnose"]

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from envrigger.diagnose.detectors import Candidate, EpisodeFrame
+from envrigger.diagnose.flags import Flag
+from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.steps import StateSample
 
 MIN_PRECISION = 0.75
@@ -116,11 +117,11 @@ def _covers(x: np.ndarray, names: list[str], clauses: tuple[tuple[str, str, floa
 
 
 def state_condition(
-    candidate: Candidate, frame: EpisodeFrame, states: StateSample | None, names: dict[str, str] | None = None
+    flag: Flag, frame: EpisodeFrame, states: StateSample | None, names: dict[str, str] | None = None
 ) -> dict[str, Any] | None:
-    """The condition under which the failures of ``candidate`` happen, or None where the states show none.
+    """The condition under which the failures of ``flag`` happen, or None where the states show none.
 
-    Failing states: those acted on in the last steps of the candidate's failed episodes.
+    Failing states: those acted on in the last steps of the flag's failed episodes.
     Contrast states: those spread over successful episodes. A rule is kept when its
     precision is at least :data:`MIN_PRECISION` and it covers :data:`MIN_RECALL` of the
     failing states, and it is purer than the failing states' base rate by 0.2 at least.
@@ -131,7 +132,7 @@ def state_condition(
     rows = np.array([index.get(int(e), -1) for e in states.episode])
     known = rows >= 0
     failing = np.zeros(len(rows), dtype=bool)
-    failing[known] = candidate.mask[rows[known]]
+    failing[known] = flag.mask[rows[known]]
     winning = np.zeros(len(rows), dtype=bool)
     winning[known] = frame.success[rows[known]]
     use = failing | winning

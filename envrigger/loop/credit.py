@@ -34,7 +34,7 @@ from envrigger.loop.config import CREDIT_SEED, TRAIN_SEED, LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import first_free
-from envrigger.loop.mixture import Evidence
+from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.samplers import Fixed
 from envrigger.loop.train import Arm, train_arm
 
@@ -94,7 +94,7 @@ def credited_training(
     number: int,
     reserved: set[str],
     credit: Credit,
-    evidence: Evidence | None = None,
+    evidence: TrainingEpisodes | None = None,
     advance: Callable[[int], None] = lambda n: None,
     alone_offset: int = 0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -2,7 +2,7 @@
 
 Contains :class:`MixtureEnv`, a Gymnasium env that at every reset asks its sampler for
 ``(env index, seed)`` and plays that level, so one learner (tabular, or a vectorized SB3
-model) trains across all of an arm's envs, and :class:`Evidence`, the learner's own last
+model) trains across all of an arm's envs, and :class:`TrainingEpisodes`, the learner's own last
 training episodes on the original env, kept for the diagnosis.
 """
 
@@ -25,7 +25,7 @@ from envharness.verifier import Verdict
 from envrigger.loop.levels import Seeds
 
 
-class Evidence:
+class TrainingEpisodes:
     """The learner's own last ``keep`` training episodes on the original env, recorded for diagnosis.
 
     Only episodes on env 0 (the original) that start once ``after`` training steps have
@@ -34,7 +34,7 @@ class Evidence:
     that :func:`~envrigger.diagnose.diagnose` reads like any collected run.
 
     Example:
-        >>> evidence = Evidence(keep=2, after=0)
+        >>> evidence = TrainingEpisodes(keep=2, after=0)
         >>> evidence.active(), len(evidence.episodes)
         (True, 0)
     """
@@ -92,7 +92,7 @@ class MixtureEnv(gym.Env):
         sampler: Any,
         seeds: Seeds,
         on_episode: Callable[..., None] | None = None,
-        evidence: Evidence | None = None,
+        evidence: TrainingEpisodes | None = None,
     ) -> None:
         self.specs, self.sampler, self.seeds, self.on_episode = list(specs), sampler, seeds, on_episode
         self.evidence = evidence

@@ -20,7 +20,7 @@ from envrigger.loop.gates import RoundContext
 from envrigger.loop.gates.transfer import Transfer
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
-from envrigger.loop.mixture import Evidence
+from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import propose, transforms_label
 from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
@@ -49,7 +49,7 @@ def rigger_round(
     number: int,
     reserved: set[str],
     spaces: tuple[Any, Any],
-    evidence: Evidence,
+    evidence: TrainingEpisodes,
     log: Callable[[str], None],
     trained: dict[str, tuple[int, int]] | None = None,
 ) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
-from envrigger.loop.mixture import Evidence
+from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import transforms_label
 from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
 from envrigger.loop.round import rigger_round
@@ -199,7 +199,7 @@ def _run_loop(
                 if arm.name == "rigger":
                     summary["library_size"] = len(components)
                     summary["library_version"] = library.version - sum(c.round == number for c in present)
-                    evidence = Evidence(config.collect_episodes, config.budget_steps // 2)
+                    evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
             elif arm.name in ("dr", "dr-any"):
                 drawn = np.random.default_rng([config.seed, number, 2])
                 kinds = ("state",) if arm.name == "dr" else ("state", "rule", "observation")

@@ -16,7 +16,7 @@ import numpy as np
 from envharness.spec import HarnessSpec
 from envrigger.loop.config import TRAIN_SEED, LoopConfig
 from envrigger.loop.levels import Seeds
-from envrigger.loop.mixture import Evidence, MixtureEnv
+from envrigger.loop.mixture import MixtureEnv, TrainingEpisodes
 from envrigger.loop.samplers import PLR
 
 
@@ -37,7 +37,7 @@ def train_arm(
     config: LoopConfig,
     number: int,
     reserved: set[str],
-    evidence: Evidence | None = None,
+    evidence: TrainingEpisodes | None = None,
     start: int | None = None,
     steps: int | None = None,
     advance: Callable[[int], None] = lambda n: None,

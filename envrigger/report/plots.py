@@ -14,7 +14,7 @@ import numpy as np
 
 from envrigger.data import TrajectoryStore
 from envrigger.diagnose import Diagnosis
-from envrigger.diagnose.detectors import EpisodeFrame
+from envrigger.diagnose.frame import EpisodeFrame
 
 
 def _png(figure: Any) -> str:

@@ -23,8 +23,8 @@ from envharness.transforms import (
     TruncateText,
 )
 from envrigger.diagnose import diagnose
+from envrigger.policies.planted import HastyCoder
 from envrigger.policies.reference import CodeRepairSolver
-from envrigger.policies.scripted import HastyCoder
 from envrigger.rollout import rollout
 
 ENV = "envharness/CodeRepair-v0"

@@ -19,8 +19,8 @@ from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit, Seeds
+from envrigger.policies.planted import HastyCoder
 from envrigger.policies.reference import CodeRepairSolver
-from envrigger.policies.scripted import HastyCoder
 from envrigger.rollout import rollout
 
 ENV = "envharness/HumanEvalFix-v0"

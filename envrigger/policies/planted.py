@@ -1,4 +1,4 @@
-"""Scripted agents with planted weaknesses, so diagnosis has something real to find.
+"""Agents with planted weaknesses, so diagnosis has something real to find.
 
 Contains :class:`HastyCoder`, a code-repair agent that never runs the tests before
 submitting.
