@@ -98,6 +98,7 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
             f"{', '.join(STATE_DETECTORS)} cannot be judged and are left out; record observations or positions to have them"
         )
     diagnosis = Diagnosis(
+        schema_version=Diagnosis.CURRENT,
         run=str(store.path),
         episodes=frame.n,
         steps=stats.transitions,

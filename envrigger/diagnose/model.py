@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from envrigger.data.versioned import Versioned
+
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """Wilson score interval for a proportion (95% by default); ``(0, 1)`` when ``n`` is 0.
@@ -75,8 +77,14 @@ class Finding(BaseModel):
         return "high" if self.severity >= 0.5 else "medium" if self.severity >= 0.2 else "low"
 
 
-class Diagnosis(BaseModel):
-    """Everything ``envrigger diagnose`` found in one run, findings ranked by severity."""
+class Diagnosis(Versioned):
+    """Everything ``envrigger diagnose`` found in one run, findings ranked by severity.
+
+    Versioned (``schema_version``, 1 since it was recorded): a diagnosis JSON written before
+    loads as version 0, one from a newer envrigger is refused in one line.
+    """
+
+    CURRENT = 1
 
     run: str
     episodes: int

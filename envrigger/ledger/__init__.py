@@ -11,7 +11,7 @@ writes the one-page HTML report. See docs/ledgers.md.
 """
 
 from envrigger.ledger.attribution import METRICS, attribute, collapse, headline, shapley, summarize
-from envrigger.ledger.compare import compare
+from envrigger.ledger.compare import Comparison, compare
 from envrigger.ledger.evaluate import check_env, definitions, draw_tasks, evaluate_cell, loop_levels
 from envrigger.ledger.factors import FACTORS, Cell, EnvFactor, HarnessFactor, ModelFactor
 from envrigger.ledger.report import render_report
@@ -29,6 +29,7 @@ __all__ = [
     "attribute",
     "check_env",
     "collapse",
+    "Comparison",
     "compare",
     "definitions",
     "draw_tasks",

@@ -207,14 +207,14 @@ def compare_command(
     ledger = Ledger(path)
     result = compare(ledger, a, b, evaluate=not no_eval, concurrency=concurrency, resamples=resamples, seed=seed, log=print)
     if output_format == "json":
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.dump(), indent=2))
         return
-    print(f"{a} -> {b}: changed {', '.join(result['changed']) or 'nothing'}; {len(result['cells'])} cells on {result['tasks']} tasks")
-    if result["changed"]:
+    print(f"{a} -> {b}: changed {', '.join(result.changed) or 'nothing'}; {len(result.cells)} cells on {result.tasks} tasks")
+    if result.changed:
         table = Table(title="attribution (Shapley values, 95% paired bootstrap intervals over tasks)")
-        for column in ("metric", a, b, "change", *result["changed"]):
+        for column in ("metric", a, b, "change", *result.changed):
             table.add_column(column)
-        for name, entry in result["attribution"].items():
+        for name, entry in result.attribution.items():
 
             def cell(value: float | None, ci: list[float] | None) -> str:
                 if value is None:
@@ -222,12 +222,12 @@ def compare_command(
                 return f"{value:+.2f}" + (f" [{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "")
 
             plain = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-            shares = [cell(entry["factors"][f]["value"], entry["factors"][f]["ci"]) for f in result["changed"]]
+            shares = [cell(entry["factors"][f]["value"], entry["factors"][f]["ci"]) for f in result.changed]
             table.add_row(METRICS[name][0], plain(entry["a"]), plain(entry["b"]), cell(entry["change"], entry["ci"]), *shares)
         print_table(table)
-    for finding in result["findings"]:
+    for finding in result.findings:
         print(f"finding {finding['name']}: {finding['title']}")
-    print(result["headline"])
+    print(result.headline)
 
 
 @ledger_app.command("report")

@@ -14,17 +14,49 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import Field
+
 from envrigger.data import TrajectoryError
+from envrigger.data.versioned import Readable, Versioned
 from envrigger.ledger.attribution import attribute, collapse, headline, summarize
 from envrigger.ledger.evaluate import evaluate_cell
 from envrigger.ledger.factors import FACTORS, Cell
 from envrigger.ledger.store import Ledger
 
 
+class Side(Readable):
+    """One release in a comparison: its name, cell key, what each factor is, and its metrics' summary."""
+
+    name: str
+    cell: str
+    factors: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, Any] = Field(default_factory=dict)
+
+
+class Comparison(Versioned):
+    """What changed from release ``a`` to ``b`` and what caused it: ``envrigger ledger compare``'s result (and its ``--format json``).
+
+    ``attribution`` maps each metric to its change with a paired bootstrap interval and each
+    changed factor's Shapley share; ``cells`` lists every cross cell played or reused.
+    """
+
+    CURRENT = 1
+    a: Side
+    b: Side
+    changed: list[str]
+    cells: list[dict[str, Any]]
+    attribution: dict[str, Any]
+    headline: str
+    findings: list[dict[str, Any]] = Field(default_factory=list)
+    tasks: int
+    resamples: int
+    seed: int
+
+
 def compare(
     ledger: Ledger, a: str, b: str, evaluate: bool = True, concurrency: int = 1, prices: dict[str, tuple[float, float]] | None = None,
     resamples: int = 2000, seed: int = 0, collapse_share: float = 0.25, log: Callable[[str], None] = lambda message: None,
-) -> dict[str, Any]:  # fmt: skip
+) -> Comparison:  # fmt: skip
     """What changed from release ``a`` to ``b`` and what caused it (evaluating missing cross cells unless ``evaluate`` is off)."""
     first, second = ledger.release(a), ledger.release(b)
     cell_a, cell_b = _cell(ledger, first["cell"]), _cell(ledger, second["cell"])
@@ -56,18 +88,19 @@ def compare(
     summary_a, summary_b = summarize(cells[frozenset()]), summarize(cells[frozenset(changed)])
     attribution = attribute(cells, changed, resamples=resamples, seed=seed) if changed else {}
     findings = [f for f in [collapse(summary_a, summary_b, collapse_share)] if f is not None]
-    return {
-        "a": {"name": a, "cell": cell_a.key(), "factors": _described(cell_a), "summary": summary_a},
-        "b": {"name": b, "cell": cell_b.key(), "factors": _described(cell_b), "summary": summary_b},
-        "changed": changed,
-        "cells": played,
-        "attribution": attribution,
-        "headline": headline(attribution, changed) if changed else f"{a} and {b} are the same model, harness and environment",
-        "findings": findings,
-        "tasks": len(ledger.tasks()),
-        "resamples": resamples,
-        "seed": seed,
-    }
+    return Comparison(
+        schema_version=Comparison.CURRENT,
+        a=Side(name=a, cell=cell_a.key(), factors=_described(cell_a), summary=summary_a),
+        b=Side(name=b, cell=cell_b.key(), factors=_described(cell_b), summary=summary_b),
+        changed=changed,
+        cells=played,
+        attribution=attribution,
+        headline=headline(attribution, changed) if changed else f"{a} and {b} are the same model, harness and environment",
+        findings=findings,
+        tasks=len(ledger.tasks()),
+        resamples=resamples,
+        seed=seed,
+    )
 
 
 def _cell(ledger: Ledger, key: str) -> Cell:

@@ -36,7 +36,7 @@ def report_data(ledger: Ledger, resamples: int = 2000) -> dict[str, Any]:
             "keys": cell.keys(),
             "summary": summarize(ledger.results(release["cell"])),
         })  # fmt: skip
-    pairs = []
+    pairs: list[Any] = []  # a Comparison, or what is missing for one
     for before, after in zip(releases, releases[1:]):
         try:
             pairs.append(compare(ledger, before["name"], after["name"], evaluate=False, resamples=resamples))

@@ -27,64 +27,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field
+
+from envrigger.data.versioned import Readable, Versioned
 
 SCHEMA_VERSION = 1  # 1: schema_version recorded in final.json and every round summary
 
 
-class Readable(BaseModel):
-    """A result model that code written for the dict results can still read: ``r["key"]``, ``r.get``, ``"key" in r``, ``r.items()``.
-
-    A key is *in* the record when the file (or the loop) gave it; attributes are the typed way to read.
-    """
-
-    def _given(self) -> dict[str, Any]:
-        return {**{k: getattr(self, k) for k in self.model_fields_set}, **(self.__pydantic_extra__ or {})}
-
-    def __getitem__(self, key: str) -> Any:
-        given = self._given()
-        if key not in given:
-            raise KeyError(key)
-        return given[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._given()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._given().get(key, default)
-
-    def keys(self) -> Any:
-        return self._given().keys()
-
-    def items(self) -> Any:
-        return self._given().items()
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, dict):  # compared with the dict it was read from (or written as)
-            return bool(self.model_dump(mode="json", exclude_unset=True) == other)
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]  # mutable records: not hashable, as BaseModel
-
-
-class _Versioned(Readable):
-    """A record with a ``schema_version``: absent means 0 (written before versions); newer than this code is refused."""
-
-    schema_version: int = 0
-
-    @model_validator(mode="before")
-    @classmethod
-    def _known_version(cls, data: Any) -> Any:
-        version = data.get("schema_version", 0) if isinstance(data, dict) else 0
-        if isinstance(version, int) and version > SCHEMA_VERSION:
-            raise ValueError(
-                f"schema_version {version} is newer than this envrigger reads ({SCHEMA_VERSION}); upgrade envrigger to read it"
-            )
-        return data
-
-    def dump(self) -> dict[str, Any]:
-        """The JSON-ready dict, as written: the fields given, at the current schema version."""
-        return {"schema_version": SCHEMA_VERSION, **self.model_dump(mode="json", exclude_unset=True, exclude={"schema_version"})}
+class _Versioned(Versioned):
+    CURRENT = SCHEMA_VERSION
 
 
 class Evaluation(Readable):

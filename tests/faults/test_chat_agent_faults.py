@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_faults import committed_parts, wait_for
+from stored import committed_parts, wait_for
 
 from envrigger.agents.scripted import ChatServer, Reply
 from envrigger.data import TrajectoryStore

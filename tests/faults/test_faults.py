@@ -13,11 +13,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import faulty_envs  # noqa: F401 - registers faulty_envs:Crashy-v0 for the workers
 import pytest
+from stored import committed_parts, wait_for
 
 from envharness import HarnessSpec
 from envharness.cli import run_cli
@@ -45,24 +45,6 @@ def collect_cli(out: Path, *extra: str) -> subprocess.Popen:
         env=env,
         text=True,
     )
-
-
-def wait_for(event: Callable[[], bool], timeout: float) -> bool:
-    """Whether ``event()`` became true within ``timeout`` seconds (checked every 5 ms): a wait for what a child did, not a guess at how long it takes."""
-    deadline = time.monotonic() + timeout
-    while not event():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
-
-
-def committed_parts(out: Path) -> int:
-    """How many parts the run in ``out`` has committed (its manifest's list; 0 before there is one)."""
-    try:
-        return len(json.loads((out / "manifest.json").read_text())["parts"])
-    except (OSError, ValueError, KeyError):  # not written yet, or being replaced right now
-        return 0
 
 
 def small_run(tmp_path: Path, episodes: int = 6, flush_steps: int = 1) -> TrajectoryStore:

@@ -128,3 +128,14 @@ def test_tests_mirror_the_packages():
     for path in (ROOT / "tests" / "envrigger").rglob("test_*.py"):
         folder = path.parent.relative_to(ROOT / "tests")
         assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: tests/{folder} mirrors no package folder {folder}"
+
+
+def test_no_test_module_imports_another_test_module():
+    """Shared test helpers live in modules of their own (tests/stored.py, tests/planted_walkers.py...), never in a test module."""
+    offenders = []
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])]
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(n.split(".")[-1].startswith("test_") for n in names):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
+from planted_walkers import SometimesLava, doomed
 
 from envharness import HarnessSpec
 from envharness.cli import run_cli
@@ -16,26 +16,6 @@ from envrigger.diagnose import DiagnoseConfig, diagnose
 from envrigger.diagnose.model import wilson
 from envrigger.policies.reference import MiniGridPlanner, TabularPlanner
 from envrigger.rollout import rollout
-
-
-def doomed(seed: int, p: float) -> bool:
-    """Whether a planted policy misbehaves on the episode with this seed (same draw as the policies)."""
-    return bool(np.random.default_rng([99, seed]).random() < p)
-
-
-class SometimesLava:
-    """Walks to the goal, except on a p-fraction of episodes, where it walks into lava."""
-
-    name = "lava-prone"
-
-    def __init__(self, env, p):
-        self.safe, self.bad, self.p = MiniGridPlanner(env), MiniGridPlanner(env, targets=("lava",)), p
-
-    def reset(self, seed):
-        self.current = self.bad if doomed(seed, self.p) else self.safe
-
-    def act(self, obs, info):
-        return self.current.act(obs, info)
 
 
 class Oscillator:

@@ -8,7 +8,7 @@ import subprocess
 
 import numpy as np
 import pytest
-from test_diagnose import SometimesLava  # the lava-prone walker planted there
+from planted_walkers import SometimesLava  # the lava-prone walker (tests/planted_walkers.py)
 
 from envrigger.diagnose import diagnose
 from envrigger.report import render_html
