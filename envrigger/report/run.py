@@ -160,7 +160,7 @@ def render_seeds_report(out: str | Path) -> str:
 
 def write_run_report(run: str | Path) -> Path:
     """Write ``RUN/report.html`` (for a multi-seed directory: its index and every seed's page); the page written."""
-    from envharness.cli import write_atomically
+    from envharness.command_line import write_atomically
 
     run = Path(run)
     if (run / "loop.json").is_file():
