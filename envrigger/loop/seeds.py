@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit
-from envrigger.loop.run import _save_json, _writer, run_loop
+from envrigger.loop.run import _writer, run_loop, save_json
 
 # Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
 _T975 = {
@@ -186,7 +186,7 @@ def run_many(
                 for seed in range(config.seed, config.seed + seeds)
             }
             result = across_seeds(finals)
-            _save_json(run.out / "result.json", result)
+            save_json(run.out / "result.json", result)
             results.append(result)
         return results
 
@@ -206,13 +206,13 @@ def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopC
             raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
         saved = json.loads(plan.read_text())
         if seeds > int(saved["seeds"]):  # asked for more master seeds than the run has: add the next ones
-            _save_json(plan, {**saved, "seeds": seeds})
+            save_json(plan, {**saved, "seeds": seeds})
         return LoopConfig.model_validate(saved["config"]), max(seeds, int(saved["seeds"]))
     if plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
     LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
+    save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
     return config, seeds
 
 

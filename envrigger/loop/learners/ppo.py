@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envharness.files import write_file_atomically, write_text_atomically
 from envrigger.loop.learners.features import Features, _Featurized
 
 
@@ -216,11 +217,9 @@ class PPOLearner:
 
     def save(self, path: Path) -> Path:
         target = Path(path).with_suffix(self.suffix)
-        tmp = target.with_name(f".{target.stem}.tmp.zip")
-        self.model.save(str(tmp))
         meta = {"kind": "ppo", "seed": self.seed, "params": self.params}
-        target.with_suffix(".meta.json").write_text(json.dumps(meta))
-        tmp.replace(target)
+        write_text_atomically(target.with_suffix(".meta.json"), json.dumps(meta))
+        write_file_atomically(target, lambda tmp: self.model.save(tmp))
         return target
 
     @classmethod
