@@ -33,9 +33,10 @@ from envrigger.diagnose.detectors import (
     step_candidates,
     to_finding,
 )
-from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
+from envrigger.diagnose.model import Diagnosis, Evidence, Finding
 from envrigger.diagnose.steps import scan_steps
 from envrigger.diagnose.vocabulary import vocabulary
+from envrigger.stats import wilson
 
 
 def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = None) -> Diagnosis:

@@ -25,11 +25,11 @@ from envharness.spec import HarnessSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
 from envrigger.data import TrajectoryStore
 from envrigger.diagnose import DiagnoseConfig, diagnose
-from envrigger.diagnose.model import wilson
 from envrigger.loop.propose import Candidate
 from envrigger.loop.solvability import Subgoal, bypassed, search_levels, searchable, subgoals
 from envrigger.policies import reference_policy
 from envrigger.rollout import backend_for, rollout
+from envrigger.stats import wilson
 
 GATES = ("verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty")
 STOCK_ADAPTERS = frozenset({"Adapter", *(cls.__name__ for cls in ADAPTERS)})

@@ -22,6 +22,7 @@ import numpy as np
 from jinja2 import Environment, select_autoescape
 
 from envrigger.report.plots import _png
+from envrigger.stats import normal_interval
 
 TEMPLATE = resources.files("envrigger.report").joinpath("templates/run.html.j2").read_text(encoding="utf-8")
 SEEDS_TEMPLATE = resources.files("envrigger.report").joinpath("templates/seeds.html.j2").read_text(encoding="utf-8")
@@ -44,8 +45,7 @@ def _paired(a: dict[int, float], b: dict[int, float]) -> dict[str, Any] | None:
     if not shared:
         return None
     d = np.array([a[s] - b[s] for s in shared])
-    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
-    return {"mean": float(d.mean()), "ci": (float(d.mean()) - half, float(d.mean()) + half), "levels": len(shared)}
+    return {"mean": float(d.mean()), "ci": normal_interval(d), "levels": len(shared)}
 
 
 def _heldout_by_seed(run: Path, arm: str) -> dict[int, float]:
