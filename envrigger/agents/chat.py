@@ -18,26 +18,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from envharness.errors import EnvHarnessError, SpecError
+from envharness.errors import SpecError
 from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
+from envrigger.errors import AgentError, CallBudgetSpent
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
 RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
-
-
-class AgentError(EnvHarnessError):
-    """The agent cannot go on (endpoint refused, call budget used up); one line, never the API key."""
-
-
-class CallBudgetSpent(AgentError):
-    """The harness's budget of model calls per episode is used up: the episode is cut by a limit, not failed by an error.
-
-    ``cut`` names the limit; a rollout records the episode with its steps and model calls, its reason ``cut``.
-    """
-
-    cut = "call budget"
 
 
 def _openai() -> Any:

@@ -24,7 +24,8 @@ from envrigger.data.records import (
     observation_digest,
     sum_calls,
 )
-from envrigger.data.store import TrajectoryError, TrajectoryStore
+from envrigger.data.store import TrajectoryStore
+from envrigger.errors import TrajectoryError
 
 
 class JsonlVerdict(BaseModel):

@@ -37,15 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from envharness.errors import EnvHarnessError
 from envharness.files import write_file_atomically, write_text_atomically
 from envrigger.data.records import EPISODE_SCHEMA, STEP_SCHEMA, EpisodeRecord, StepRecord, episodes_table, steps_table
+from envrigger.errors import TrajectoryError as TrajectoryError  # its home is envrigger.errors; documented here since issue 26
 
 SCHEMA_VERSION = 1
-
-
-class TrajectoryError(EnvHarnessError):
-    """A run directory, trajectory file or record is missing or malformed."""
 
 
 class DirectoryLock:

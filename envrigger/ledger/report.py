@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
-from envrigger.data import TrajectoryError
+from envrigger.errors import LedgerError
 from envrigger.ledger.attribution import METRICS, summarize
 from envrigger.ledger.compare import compare
 from envrigger.ledger.evaluate import definitions
@@ -40,7 +40,7 @@ def report_data(ledger: Ledger, resamples: int = 2000) -> dict[str, Any]:
     for before, after in zip(releases, releases[1:]):
         try:
             pairs.append(compare(ledger, before["name"], after["name"], evaluate=False, resamples=resamples))
-        except TrajectoryError:
+        except LedgerError:
             missing = f"a cross cell is not evaluated yet; run `envrigger ledger compare {ledger.path.name} {before['name']} {after['name']}` to play it"
             pairs.append({"a": {"name": before["name"]}, "b": {"name": after["name"]}, "missing": missing})
     return {"releases": releases, "pairs": pairs}

@@ -20,9 +20,9 @@ import cloudpickle
 from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, user_modules
 from envrigger.data import (
-    TrajectoryError,
     steps_table,
 )
+from envrigger.errors import RolloutError
 from envrigger.rollout.episode import WALL_TIMEOUT, _failed_episode, _one_line, run_episode
 from envrigger.rollout.factories import PolicyFactory
 
@@ -244,7 +244,7 @@ def _process_backend(
                     if not worker["ready"]:
                         startup_failures += 1
                         if startup_failures > 2 * len(pool.workers):
-                            raise TrajectoryError(
+                            raise RolloutError(
                                 f"rollout: worker processes die at start-up (exit code {code}); run from a script file "
                                 "(not stdin) or use backend='serial'"
                             ) from None
@@ -258,7 +258,7 @@ def _process_backend(
                         pending -= 1
                     continue
                 if kind == "setup_error":
-                    raise TrajectoryError(f"rollout: workers could not build the env or policy ({payload}); check the spec and policy")
+                    raise RolloutError(f"rollout: workers could not build the env or policy ({payload}); check the spec and policy")
                 if kind == "ready":
                     worker["ready"] = True
                     continue

@@ -15,9 +15,9 @@ from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, user_modules
 from envrigger.data import (
     EpisodeRecord,
-    TrajectoryError,
     steps_table,
 )
+from envrigger.errors import RolloutError
 from envrigger.rollout.episode import WALL_TIMEOUT, _failed_episode, _one_line, run_episode
 from envrigger.rollout.factories import PolicyFactory
 
@@ -75,7 +75,7 @@ class _RayPool:
         try:
             import ray
         except ImportError:
-            raise TrajectoryError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
+            raise RolloutError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
         address = address or os.environ.get("RAY_ADDRESS") or None
         key = repr((address, os.getcwd(), sys.path, os.environ.get("PYTHONPATH"), tuple(user_modules())))
         if ray.is_initialized() and not self.owned:
@@ -92,7 +92,7 @@ class _RayPool:
                 else:
                     ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, **quiet)
             except ConnectionError as error:
-                raise TrajectoryError(
+                raise RolloutError(
                     f"backend ray: cannot join the Ray cluster at {address} ({_one_line(error)}); is it running (`ray status`)? "
                     "If it uses token authentication, set RAY_AUTH_MODE=token and its token (`ray get-auth-token`)"
                 ) from None
@@ -134,12 +134,12 @@ def _reachable(address: str) -> None:
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit():
         if address != "auto":
-            raise TrajectoryError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
+            raise RolloutError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
         return
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as error:
-        raise TrajectoryError(
+        raise RolloutError(
             f"backend ray: cannot reach a Ray cluster at {address} ({error.strerror or error}); start one with "
             "`ray start --head`, or name none (no --ray-address, RAY_ADDRESS unset) to start a local one"
         ) from None
@@ -208,7 +208,7 @@ def _ray_backend(
                     if task is None:
                         startup_failures += 1
                         if startup_failures > 2 * len(actors):
-                            raise TrajectoryError(f"rollout: Ray workers die at start-up ({_one_line(error)}); check the cluster") from None
+                            raise RolloutError(f"rollout: Ray workers die at start-up ({_one_line(error)}); check the cluster") from None
                     replace(actor)
                     if task is None:
                         continue
@@ -221,7 +221,7 @@ def _ray_backend(
                 except RayTaskError as error:
                     cause = _one_line(error.cause) if getattr(error, "cause", None) is not None else _one_line(error)
                     if task is None:
-                        raise TrajectoryError(
+                        raise RolloutError(
                             f"rollout: Ray workers could not build the env or policy ({cause}); check the spec and policy"
                         ) from None
                     emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker: {cause}"), [])

@@ -23,9 +23,9 @@ from envharness.spec import HarnessSpec
 from envrigger.data import (
     STORE_OBS,
     EpisodeRecord,
-    TrajectoryError,
     TrajectoryStore,
 )
+from envrigger.errors import RolloutError
 from envrigger.rollout.batched import _batched
 from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, _serial_episode, run_episode
 from envrigger.rollout.factories import _check_policy, policy_factory
@@ -108,17 +108,15 @@ def rollout(
         (5, [0, 1, 2, 3, 4])
     """
     if backend not in BACKENDS:
-        raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
+        raise RolloutError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
     if batch < 1 or (batch > 1 and backend != "serial"):
-        raise TrajectoryError(
-            f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only"
-        )
+        raise RolloutError(f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only")
     if concurrency < 1 or (concurrency > 1 and (backend != "serial" or batch > 1)):
-        raise TrajectoryError(
+        raise RolloutError(
             f"concurrency: got {concurrency} with backend {backend!r}; it is a whole number >= 1, above 1 on the serial backend without batch"
         )
     if store_obs not in STORE_OBS:
-        raise TrajectoryError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
+        raise RolloutError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
     spec = (
         spec
         if isinstance(spec, HarnessSpec)
@@ -126,7 +124,7 @@ def rollout(
     )
     seed_list = list(seeds) if seeds is not None else list(range(episodes if episodes is not None else 10))
     if not seed_list:
-        raise TrajectoryError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
+        raise RolloutError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
     factory = policy_factory(policy, policy_seed)
     allowed = tuple(allow_imports)
     # Fail here, in the caller, on a bad spec or policy, before anything is written.

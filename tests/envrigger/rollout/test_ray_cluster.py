@@ -17,7 +17,8 @@ import pytest
 from stored import content as _content
 
 from envharness import HarnessSpec
-from envrigger.data import TrajectoryError, TrajectoryStore
+from envrigger.data import TrajectoryStore
+from envrigger.errors import RolloutError
 from envrigger.rollout import rollout
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
@@ -145,6 +146,6 @@ def test_an_address_where_no_cluster_runs_is_one_clear_error(tmp_path, monkeypat
 
     _RAY_POOL.close()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")
-    with pytest.raises(TrajectoryError, match="cannot reach a Ray cluster at 127.0.0.1"):
+    with pytest.raises(RolloutError, match="cannot reach a Ray cluster at 127.0.0.1"):
         rollout("FrozenLake-v1", "random", episodes=2, backend="ray", out=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing left behind
