@@ -72,12 +72,12 @@ def run_loop(
     progress bars.
     """
     out = Path(out)
-    with _writer(out):  # one writer per loop directory: a second run or --resume is refused
+    with one_writer(out):  # one writer per loop directory: a second run or --resume is refused
         return _run_loop(out, config, on_round, log, stage)
 
 
 @contextlib.contextmanager
-def _writer(out: Path) -> Iterator[None]:
+def one_writer(out: Path) -> Iterator[None]:
     """Hold ``out``'s :class:`DirectoryLock`; a directory made here and left empty by a refusal is removed again."""
     if out.exists() and not out.is_dir():
         raise TrajectoryError(f"{out} is a file; choose a directory for the run")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit
-from envrigger.loop.run import _writer, run_loop, save_json
+from envrigger.loop.run import one_writer, run_loop, save_json
 from envrigger.stats import t_interval
 
 COLLAPSED = 0.2  # held-out success below this on a seed: the arm collapsed there
@@ -121,7 +121,7 @@ def run_many(
     with contextlib.ExitStack() as stack:
         plans = []
         for run in runs:
-            stack.enter_context(_writer(run.out))
+            stack.enter_context(one_writer(run.out))
             plans.append((run, *_plan_seeds(run.out, run.config, run.seeds)))
         tasks = []  # (directory, config for a new loop or None to resume, label), seed-major
         for offset in range(max(seeds for _, _, seeds in plans)):

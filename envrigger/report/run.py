@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, select_autoescape
 
-from envrigger.report.plots import _png
+from envrigger.report.plots import figure_png
 from envrigger.stats import normal_interval
 
 TEMPLATE = resources.files("envrigger.report").joinpath("templates/run.html.j2").read_text(encoding="utf-8")
@@ -91,7 +91,7 @@ def _figures(rounds: list[dict[str, Any]], arms: list[str]) -> dict[str, str]:
     for axis in (left, right):
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.legend(fontsize=8)
-    out["curves"] = _png(figure)
+    out["curves"] = figure_png(figure)
     return out
 
 

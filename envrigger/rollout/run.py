@@ -26,12 +26,12 @@ from envrigger.data import (
     TrajectoryStore,
 )
 from envrigger.errors import RolloutError
-from envrigger.rollout.batched import _batched
-from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, _serial_episode, run_episode
-from envrigger.rollout.factories import _check_policy, policy_factory
-from envrigger.rollout.process import _process_backend, close_pool
-from envrigger.rollout.ray_backend import _RAY_POOL, _ray_backend
-from envrigger.rollout.writer import _OrderedWriter
+from envrigger.rollout.batched import batched_backend
+from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, run_episode, serial_episode
+from envrigger.rollout.factories import check_policy, policy_factory
+from envrigger.rollout.process import close_pool, process_backend
+from envrigger.rollout.ray_backend import RAY_POOL, ray_backend
+from envrigger.rollout.writer import OrderedWriter
 
 BACKENDS = ("serial", "process", "ray")
 
@@ -43,8 +43,8 @@ def close_workers() -> None:
     They are otherwise kept for the next rollout, and end with this process.
     """
     close_pool()
-    if _RAY_POOL.actors or _RAY_POOL.owned:
-        _RAY_POOL.close()
+    if RAY_POOL.actors or RAY_POOL.owned:
+        RAY_POOL.close()
 
 
 def rollout(
@@ -131,7 +131,7 @@ def rollout(
     probe = spec.build(allow_imports=allowed)
     try:
         instance = factory(probe)
-        _check_policy(instance, probe)
+        check_policy(instance, probe)
         path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
         fresh = not (path / "run.json").exists()  # made by this call: removed again if it fails before storing anything
         store = TrajectoryStore.create(
@@ -155,7 +155,7 @@ def rollout(
     first = store.next_episode_id()
     tasks: list[tuple[int, int | None]] = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
-    writer = _OrderedWriter(store, first, flush_steps, on_episode)
+    writer = OrderedWriter(store, first, flush_steps, on_episode)
     interrupted, failed = False, True
     try:
         if backend == "serial" and batch > 1:
@@ -163,7 +163,7 @@ def rollout(
             extra = [spec.build(allow_imports=allowed) for _ in range(min(batch, len(tasks)) - 1)]
             try:
                 envs = [probe, *extra]
-                _batched(
+                batched_backend(
                     envs, [instance, *(factory(env) for env in extra)], tasks, writer, spec_hash, spec_json, store_obs, episode_timeout
                 )
             finally:
@@ -174,11 +174,11 @@ def rollout(
         elif backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
-                writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))
+                writer(*serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))
         elif backend == "process":
-            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout, store_obs)
+            process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout, store_obs)
         else:
-            _ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
+            ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
         failed = False
     except KeyboardInterrupt:
         interrupted = True

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from envharness.files import write_file_atomically, write_text_atomically
-from envrigger.loop.learners.features import Features, _Featurized
+from envrigger.loop.learners.features import Features, Featurized
 
 
 class TorchPolicy:
@@ -154,8 +154,8 @@ class PPOLearner:
             if logged:  # episode returns, lengths and the verdict's success for SB3's rollout/* scalars
                 from stable_baselines3.common.monitor import Monitor
 
-                return lambda: Monitor(_Featurized(_Successes(make()), self.features), info_keywords=("is_success",))
-            return lambda: _Featurized(make(), self.features)
+                return lambda: Monitor(Featurized(_Successes(make()), self.features), info_keywords=("is_success",))
+            return lambda: Featurized(make(), self.features)
 
         return DummyVecEnv([featurized(make) for make in factories])
 
