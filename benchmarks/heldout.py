@@ -39,7 +39,8 @@ from pydantic import BaseModel, Field
 from envharness.spec import HarnessSpec
 from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
 from envrigger.loop.results import FinalResults
-from envrigger.loop.seeds import COLLAPSED, _interval
+from envrigger.loop.seeds import COLLAPSED
+from envrigger.stats import t_interval
 
 # Every arm: the three effects (replay, reshaping at all, reshaping targeted by the diagnosis) need all seven.
 SUITE_ARMS = tuple(a for a in ARMS if a != "original-select")  # the selection ablation is asked for by name (--arms)
@@ -186,7 +187,7 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     for arm in result["arms"]:
         per_seed = np.array([[r["arms"][arm]["validation"]["success"] for r in rounds[s]] for s in sorted(rounds)])
         steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
-        curves[arm] = {"train_steps": steps, "validation": [_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
+        curves[arm] = {"train_steps": steps, "validation": [t_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
     wall = [sum(r["wall_time"] for r in rounds[s]) for s in sorted(rounds)]
     return {
         "benchmark": benchmark.model_dump(mode="json"),

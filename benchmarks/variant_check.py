@@ -119,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         plain, changed = validation(out / "plain" / f"seed-{seed}"), validation(out / label / f"seed-{seed}")
         rows.append({"seed": seed, "plain": plain, "variant": changed})
     gains = np.array([r["variant"]["validation"]["rigger"] - r["plain"]["validation"]["rigger"] for r in rows])
-    from envrigger.loop.seeds import _interval
+    from envrigger.stats import t_interval
 
-    summary = _interval(gains, (-1.0, 1.0))
+    summary = t_interval(gains, (-1.0, 1.0))
     print(f"{benchmark.name}: variant {label} against the suite's rigger arm, validation levels only, {args.seeds} master seeds")
     for r in rows:
         cells = "  ".join(

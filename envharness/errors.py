@@ -5,7 +5,9 @@ Contains :class:`EnvHarnessError`, the one base class, and its specific kinds:
 :class:`IncompatibleTransformError`, :class:`StateAccessError`, :class:`EnvNotFoundError`,
 :class:`TransformError` (a transform failed while the environment ran),
 :class:`VerifierTamperError` (something changed what the verifier judges, outside the
-base env's own step) and :class:`EpisodeEndedError` (a step after the episode ended).
+base env's own step), :class:`EpisodeEndedError` (a step after the episode ended),
+:class:`ActionError` (an action outside the action space) and :class:`UserError` (a bad
+command-line argument or file).
 
 Every message is one line that says what was wrong and how to fix it, so the CLI can
 print it as is and exit with code 2.
@@ -70,3 +72,7 @@ class EpisodeEndedError(EnvHarnessError, ResetNeeded):
 
 class ActionError(EnvHarnessError, ValueError):
     """``step()`` was given an action outside the env's action space; the episode goes on."""
+
+
+class UserError(EnvHarnessError):
+    """A bad command-line argument or file."""

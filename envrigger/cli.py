@@ -23,8 +23,9 @@ import typer
 from rich.table import Table
 
 import envharness
-from envharness.cli import ALLOW_IMPORT_HELP, UserError, parse_transform, print_table, run_cli, spec_argument, write_atomically
-from envharness.cli import console as harness_console
+from envharness.command_line import ALLOW_IMPORT_HELP, parse_transform, print_table, run_cli, spec_argument, write_atomically
+from envharness.command_line import console as harness_console
+from envharness.errors import UserError
 from envrigger.data import TrajectoryStore
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.results import FinalResults, LoopResult, RoundSummary

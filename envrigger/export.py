@@ -17,7 +17,7 @@ from pathlib import Path
 from gymnasium.envs.registration import parse_env_id
 from jinja2 import Environment
 
-from envharness.cli import write_atomically
+from envharness.command_line import write_atomically
 from envrigger.data import TrajectoryError
 from envrigger.loop.library import Component, Library
 

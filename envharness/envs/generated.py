@@ -23,7 +23,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv, generate_random_map
 from gymnasium.envs.toy_text.utils import categorical_sample
 
-from envharness.transforms.base import _bounds
+from envharness.transforms.base import field_bounds
 from envharness.transforms.state import PhysicsParams
 
 _OUTSIDE, _HOLE, _GOAL = 0, 1, 2
@@ -136,7 +136,7 @@ class GeneratedFrozenLake(FrozenLakeEnv):
 # CartPole's constants by their envharness names (PhysicsParams): the env attribute each sets.
 _CARTPOLE = {"gravity": "gravity", "pole_length": "length", "pole_mass": "masspole", "cart_mass": "masscart", "force": "force_mag"}
 # A range may draw only what PhysicsParams may set: finite, and on the scale of the env.
-_PHYSICS_BOUNDS = {name: _bounds(PhysicsParams.model_fields[name]) for name in _CARTPOLE}
+_PHYSICS_BOUNDS = {name: field_bounds(PhysicsParams.model_fields[name]) for name in _CARTPOLE}
 PHYSICS_TRAIN = {"pole_length": (0.3, 0.7), "pole_mass": (0.05, 0.2), "cart_mass": (0.5, 1.5), "force": (7.0, 13.0)}
 
 

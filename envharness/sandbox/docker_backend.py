@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envharness.sandbox.base import Limits, RunDirs, Sandbox, SandboxError, SandboxResult
-from envharness.sandbox.subprocess_backend import GRACE_S, SUPERVISOR, _report, _which_limit
+from envharness.sandbox.subprocess_backend import GRACE_S, SUPERVISOR, read_report, which_limit
 
 IMAGE = "envharness-sandbox:bookworm-python3"
 SUITE = "bookworm"
@@ -222,7 +222,7 @@ class DockerSandbox(Sandbox):
             state = container.attrs.get("State", {})
         finally:
             container.remove(force=True)
-        report = _report(dirs.base / "report" / "report.json")
+        report = read_report(dirs.base / "report" / "report.json")
         evidence: dict[str, Any] = {**report, "oom_killed": bool(state.get("OOMKilled"))}
         if state.get("OOMKilled"):
             evidence["oom_kills"] = max(1, int(evidence.get("oom_kills") or 0))
@@ -230,7 +230,7 @@ class DockerSandbox(Sandbox):
         if not report:
             code, sig = None, signal.SIGKILL
         timed_out = timed_out or bool(report.get("wall_limit_hit"))
-        limit = _which_limit(timed_out, overflow, evidence, limits)
+        limit = which_limit(timed_out, overflow, evidence, limits)
         return SandboxResult(
             backend=self.name,
             exit_code=None if sig is not None else code,

@@ -135,10 +135,13 @@ class Cgroups:
 
     def events(self) -> dict[str, int]:
         """OOM kills and refused forks, read from the kernel's counters."""
-        from envharness.sandbox.supervisor import _counter
+        from envharness.sandbox.supervisor import cgroup_counter
 
         memory = self.paths["memory"] / ("memory.oom_control" if self.version == 1 else "memory.events")
-        found = {"oom_kills": _counter(memory, "oom_kill"), "pids_max_events": _counter(self.paths["pids"] / "pids.events", "max")}
+        found = {
+            "oom_kills": cgroup_counter(memory, "oom_kill"),
+            "pids_max_events": cgroup_counter(self.paths["pids"] / "pids.events", "max"),
+        }
         return {key: value for key, value in found.items() if value is not None}
 
     def remove(self) -> None:
@@ -298,13 +301,13 @@ class SubprocessSandbox(Sandbox):
         finally:
             if cgroups:
                 cgroups.remove()
-        report = _report(dirs.report)
+        report = read_report(dirs.report)
         evidence: dict[str, Any] = {**report, **events}
         code, sig = report.get("exit_code"), report.get("signal")
         if not report:  # the supervisor itself was killed (the OOM killer, the host): say what the host saw
             code, sig = None, signal.SIGKILL
         timed_out = timed_out or bool(report.get("wall_limit_hit"))
-        limit = _which_limit(timed_out, overflow, evidence, limits)
+        limit = which_limit(timed_out, overflow, evidence, limits)
         (stdout, _), (stderr, _) = (r.result() for r in readers)
         return SandboxResult(
             backend=self.name,
@@ -320,7 +323,8 @@ class SubprocessSandbox(Sandbox):
         )
 
 
-def _report(path: Path) -> dict[str, Any]:
+def read_report(path: Path) -> dict[str, Any]:
+    """The supervisor's report file as a dict; empty when missing or unreadable (the run then reports no evidence)."""
     try:
         found = json.loads(path.read_text())
         return found if isinstance(found, dict) else {}
@@ -328,7 +332,7 @@ def _report(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _which_limit(timed_out: bool, overflow: bool, evidence: dict[str, Any], limits: Limits) -> str | None:
+def which_limit(timed_out: bool, overflow: bool, evidence: dict[str, Any], limits: Limits) -> str | None:
     """The limit that ended the run, from the host's clock and counters and the kernel's evidence only."""
     if timed_out:
         return "timeout"

@@ -230,7 +230,7 @@ def _kill_all(watch_all, child):
             pass
 
 
-def _counter(path, key):
+def cgroup_counter(path, key):
     """``key N`` from a cgroup events file, or None."""
     try:
         with open(path) as handle:
@@ -247,12 +247,12 @@ def cgroup_events():
     """The OOM kills and refused forks of the cgroup we are in (the Docker backend's container)."""
     events = {}
     for base in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
-        found = _counter(base, "oom_kill")
+        found = cgroup_counter(base, "oom_kill")
         if found is not None:
             events["oom_kills"] = found
             break
     for base in ("/sys/fs/cgroup/pids/pids.events", "/sys/fs/cgroup/pids.events"):
-        found = _counter(base, "max")
+        found = cgroup_counter(base, "max")
         if found is not None:
             events["pids_max_events"] = found
             break

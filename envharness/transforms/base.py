@@ -114,12 +114,12 @@ class Transform(BaseModel):
         numeric = [
             (name, field)
             for name, field in type(self).model_fields.items()
-            if field.annotation in (int, float) and _bounds(field) != (-math.inf, math.inf)
+            if field.annotation in (int, float) and field_bounds(field) != (-math.inf, math.inf)
         ]
         if not numeric:
             return self
         name, field = numeric[int(rng.integers(len(numeric)))]
-        lo, hi = _bounds(field)
+        lo, hi = field_bounds(field)
         value = getattr(self, name)
         if field.annotation is int:
             new = value + int(rng.choice((-1, 1)))
@@ -130,7 +130,14 @@ class Transform(BaseModel):
         return type(self)(**{**self.model_dump(), name: new})
 
 
-def _bounds(field: Any) -> tuple[float, float]:
+def field_bounds(field: Any) -> tuple[float, float]:
+    """A numeric pydantic field's closed bounds ``(lo, hi)`` (a strict bound moved in by one step; ``inf`` where unbounded).
+
+    Example:
+        >>> from envharness.transforms import MoveGoal
+        >>> field_bounds(MoveGoal.model_fields["max_dist"])
+        (1.0, 100.0)
+    """
     lo: Any = -math.inf
     hi: Any = math.inf
     step = 1 if field.annotation is int else 1e-9  # a strict bound moves in by one step

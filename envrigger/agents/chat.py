@@ -18,29 +18,18 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from envharness.errors import EnvHarnessError, SpecError
+from envharness.errors import SpecError
 from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
+from envrigger.errors import AgentError, CallBudgetSpent
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
 RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
-class AgentError(EnvHarnessError):
-    """The agent cannot go on (endpoint refused, call budget used up); one line, never the API key."""
-
-
-class CallBudgetSpent(AgentError):
-    """The harness's budget of model calls per episode is used up: the episode is cut by a limit, not failed by an error.
-
-    ``cut`` names the limit; a rollout records the episode with its steps and model calls, its reason ``cut``.
-    """
-
-    cut = "call budget"
-
-
-def _openai() -> Any:
+def import_openai() -> Any:
+    """The ``openai`` package, or a one-line :class:`~envharness.errors.SpecError` naming the extra that installs it."""
     try:
         import openai
     except ImportError:
@@ -95,7 +84,7 @@ class Endpoint:
         from envrigger.agents.deadline import deadline_client
 
         # timeout_s bounds a whole call, however the endpoint paces its bytes (httpx alone bounds each read)
-        return _openai().OpenAI(
+        return import_openai().OpenAI(
             base_url=self.base_url,
             api_key=self.api_key(),
             timeout=self.timeout_s,
@@ -154,7 +143,7 @@ class ErrorBudget:
 
 def check_endpoint(endpoint: Endpoint) -> list[str]:
     """The models the endpoint offers; a one-line :class:`~envharness.errors.SpecError` if it cannot be used for ``endpoint.model``."""
-    openai = _openai()
+    openai = import_openai()
     client = endpoint.client()
     try:
         listed = list(client.models.list())
@@ -386,18 +375,18 @@ class ChatAgent:
         self._budget.answered()
         latency = time.perf_counter() - started
         message, finish, problem = _reply_of(response)
-        usage: Any = _get(response, "usage")
-        prompt_tokens, completion_tokens = _count(_get(usage, "prompt_tokens")), _count(_get(usage, "completion_tokens"))
+        usage: Any = reply_field(response, "usage")
+        prompt_tokens, completion_tokens = _count(reply_field(usage, "prompt_tokens")), _count(reply_field(usage, "completion_tokens"))
         estimated = prompt_tokens is None
         input_tokens = _estimate(messages) if prompt_tokens is None else prompt_tokens
         output_tokens = _estimate([message]) if estimated else (completion_tokens or 0)
         price_in, price_out = self.endpoint.prices.get(self.endpoint.model, (0.0, 0.0))
-        first_token = _get(response, "first_token_s")
+        first_token = reply_field(response, "first_token_s")
         record = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": self.endpoint.model,
-            "gen_ai.response.model": scrub(_text(_get(response, "model")), self._secret),
-            "gen_ai.response.id": scrub(_text(_get(response, "id")), self._secret),
+            "gen_ai.response.model": scrub(_text(reply_field(response, "model")), self._secret),
+            "gen_ai.response.id": scrub(_text(reply_field(response, "id")), self._secret),
             "gen_ai.usage.input_tokens": input_tokens,
             "gen_ai.usage.output_tokens": output_tokens,
             "gen_ai.response.finish_reasons": [scrub(finish, self._secret)],
@@ -421,7 +410,7 @@ class ChatAgent:
         A 200 whose body is not a chat completion (not JSON, a list) comes back as :class:`_Unreadable`:
         an unusable reply, not an endpoint failure. No error names the API key, even where the endpoint's body does.
         """
-        openai = _openai()
+        openai = import_openai()
         wait = 0.5
         for attempt in range(1, self.endpoint.attempts + 1):
             try:
@@ -453,7 +442,7 @@ class ChatAgent:
         stream = self._client.chat.completions.create(**request)
         try:
             return assemble(stream, started)
-        except (IncompleteStream, _openai().APIError):
+        except (IncompleteStream, import_openai().APIError):
             raise
         except Exception as error:  # the transport's own error for a connection dropped mid-stream
             raise IncompleteStream(f"the stream broke off ({type(error).__name__})") from None
@@ -518,7 +507,7 @@ class _Unreadable:
     why: str
 
 
-def _get(value: Any, name: str) -> Any:
+def reply_field(value: Any, name: str) -> Any:
     """A field of what the endpoint sent: a model object's attribute or a dict's key, else None."""
     if isinstance(value, dict):
         return value.get(name)
@@ -550,21 +539,21 @@ def _reply_of(response: Any) -> tuple[dict[str, Any], str, str | None]:
     empty: dict[str, Any] = {"role": "assistant", "content": ""}
     if isinstance(response, _Unreadable):
         return empty, "", response.why
-    choices = _get(response, "choices")
+    choices = reply_field(response, "choices")
     if not isinstance(choices, list) or not choices:
         return empty, "", "the endpoint's answer has no choices"
     choice = choices[0]
-    finish = _text(_get(choice, "finish_reason"))
-    raw = _get(choice, "message")
+    finish = _text(reply_field(choice, "finish_reason"))
+    raw = reply_field(choice, "message")
     if raw is None:
         return empty, finish, "the endpoint's answer has no message"
-    content, problem = _get(raw, "content"), None
+    content, problem = reply_field(raw, "content"), None
     if content is None:
         content = ""
     elif not isinstance(content, str):
         content, problem = "", "the reply's content is not text"
     message: dict[str, Any] = {"role": "assistant", "content": content}
-    calls = _get(raw, "tool_calls")
+    calls = reply_field(raw, "tool_calls")
     if calls is None or (isinstance(calls, list) and not calls):
         return message, finish, problem
     if not isinstance(calls, list):
@@ -573,8 +562,8 @@ def _reply_of(response: Any) -> tuple[dict[str, Any], str, str | None]:
         return message, finish, problem or f"the reply makes {len(calls)} tool calls; make one at a time"
     normal = []
     for index, call in enumerate(calls):
-        function = _get(call, "function")
-        name, arguments, ident = _get(function, "name"), _get(function, "arguments"), _get(call, "id")
+        function = reply_field(call, "function")
+        name, arguments, ident = reply_field(function, "name"), reply_field(function, "arguments"), reply_field(call, "id")
         if not isinstance(name, str) or not isinstance(arguments, (str, type(None))):
             return message, finish, problem or f"tool call {index + 1} is not a function call with a name and JSON text arguments"
         ident = ident[:200] if isinstance(ident, str) and ident else f"call_{index}"

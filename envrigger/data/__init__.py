@@ -26,7 +26,8 @@ from envrigger.data.records import (
     sum_calls,
     to_jsonable,
 )
-from envrigger.data.store import DirectoryLock, TrajectoryError, TrajectoryStore, write_json_atomically
+from envrigger.data.store import DirectoryLock, TrajectoryStore, write_json_atomically
+from envrigger.errors import TrajectoryError
 
 __all__ = [
     "COST_FIELDS",

@@ -8,13 +8,12 @@ Contains :class:`JsonlEpisode` and :class:`JsonlStep` (the line schema),
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from envharness.files import write_file_atomically
 from envrigger.data.records import (
     COST_FIELDS,
     EpisodeRecord,
@@ -25,7 +24,8 @@ from envrigger.data.records import (
     observation_digest,
     sum_calls,
 )
-from envrigger.data.store import TrajectoryError, TrajectoryStore
+from envrigger.data.store import TrajectoryStore
+from envrigger.errors import TrajectoryError
 
 
 class JsonlVerdict(BaseModel):
@@ -206,10 +206,11 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
     if path.exists() and not path.is_file():  # renaming over a device or FIFO would replace it with a file
         raise TrajectoryError(f"{path}: not a regular file; give a .jsonl file path to write")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     count = 0
-    try:
-        with os.fdopen(fd, "w") as handle:
+
+    def write(tmp: Path) -> None:
+        nonlocal count
+        with open(tmp, "w") as handle:
             for episode, steps in store.iter_episode_steps():
                 spec = json.loads(episode.spec_json) if episode.spec_json else None
                 line = {
@@ -244,8 +245,6 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                 }
                 handle.write(json.dumps(line, separators=(",", ":")) + "\n")
                 count += 1
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    write_file_atomically(path, write)
     return count

@@ -26,7 +26,8 @@ from envrigger.data.records import (
     inline_observation,
     observation_digest,
 )
-from envrigger.data.store import TrajectoryError, TrajectoryStore
+from envrigger.data.store import TrajectoryStore
+from envrigger.errors import TrajectoryError
 
 
 def _minari() -> Any:

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from envrigger.data.store import TrajectoryError
+from envrigger.errors import EnvriggerError, TrajectoryError
 
 MAGIC = b"SQLite format 3\x00"
 SchemaObject = tuple[str, str, str, str | None]  # type, name, table, normalised SQL (None for SQLite's own indexes)
@@ -106,15 +106,23 @@ def schema_problem(path: str | Path, allowed: frozenset[SchemaObject], empty_ok:
     return None
 
 
-def open_ours(path: str | Path, allowed: frozenset[SchemaObject], what: str, hint: str, empty_ok: bool = False) -> sqlite3.Connection:
-    """A connection to ``path`` once :func:`schema_problem` finds it ours; else a one-line TrajectoryError, the file untouched.
+def open_ours(
+    path: str | Path,
+    allowed: frozenset[SchemaObject],
+    what: str,
+    hint: str,
+    empty_ok: bool = False,
+    error: type[EnvriggerError] = TrajectoryError,
+) -> sqlite3.Connection:
+    """A connection to ``path`` once :func:`schema_problem` finds it ours; else a one-line ``error``, the file untouched.
 
-    ``what`` names the kind (``ledger``), ``hint`` the fix (``point at a ledger made by ...``).
+    ``what`` names the kind (``ledger``), ``hint`` the fix (``point at a ledger made by ...``), ``error`` the exception
+    named for it (:class:`~envrigger.errors.LedgerError`).
     """
     path = Path(path)
     problem = schema_problem(path, allowed, empty_ok=empty_ok)
     if problem is not None:
-        raise TrajectoryError(f"{path}: not a {what}: {problem}; {hint}")
+        raise error(f"{path}: not a {what}: {problem}; {hint}")
     return sqlite3.connect(path, timeout=30, isolation_level=None)
 
 

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import socket
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,14 +37,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from envharness.errors import EnvHarnessError
+from envharness.files import write_file_atomically, write_text_atomically
 from envrigger.data.records import EPISODE_SCHEMA, STEP_SCHEMA, EpisodeRecord, StepRecord, episodes_table, steps_table
+from envrigger.errors import TrajectoryError as TrajectoryError  # its home is envrigger.errors; documented here since issue 26
 
 SCHEMA_VERSION = 1
-
-
-class TrajectoryError(EnvHarnessError):
-    """A run directory, trajectory file or record is missing or malformed."""
 
 
 class DirectoryLock:
@@ -114,14 +110,6 @@ def _corrupt(path: Path, error: Exception) -> TrajectoryError:
     return TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 MANIFEST = "manifest.json"
 PART_NAME = re.compile(r"part-[0-9]{6}\.parquet")
 SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -149,19 +137,8 @@ def _part_problem(part: Any) -> str | None:
 
 
 def write_json_atomically(value: Any, path: Path) -> None:
-    """Write ``value`` as JSON so that readers see the old file or the new one, synced to disk."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(value, handle, indent=1)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``value`` as JSON so that readers see the old file or the new one, synced to disk (:mod:`envharness.files`)."""
+    write_text_atomically(path, json.dumps(value, indent=1), mode=0o644)
 
 
 def _sha256(path: Path) -> str:
@@ -170,21 +147,6 @@ def _sha256(path: Path) -> str:
         while chunk := handle.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def _write_parquet_atomically(table: pa.Table, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class TrajectoryStore:
@@ -357,8 +319,8 @@ class TrajectoryStore:
             names = self._part_names()
             number = int(names[-1][5:11]) + 1 if names else 0
             name = f"part-{number:06d}.parquet"
-            _write_parquet_atomically(steps, self.path / "steps" / name)
-            _write_parquet_atomically(episodes, self.path / "episodes" / name)
+            write_file_atomically(self.path / "steps" / name, lambda tmp: pq.write_table(steps, tmp, compression="zstd"), mode=0o644)
+            write_file_atomically(self.path / "episodes" / name, lambda tmp: pq.write_table(episodes, tmp, compression="zstd"), mode=0o644)
             if self.manifest is not None:
                 part = {"name": name, "episodes": episodes.num_rows, "steps": steps.num_rows}
                 # The part's id range, kept in the manifest: ids are never handed out twice even once the part is damaged.

@@ -25,9 +25,10 @@ from envrigger.diagnose.detectors import EPISODE_DETECTORS, FINDING_NAMES, STATE
 from envrigger.diagnose.flags import rate_by_feature, to_finding
 from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.judge import contrast, explains_failure, merge_duplicates, merge_symptoms, note_reading
-from envrigger.diagnose.model import Diagnosis, Evidence, Finding, wilson
+from envrigger.diagnose.model import Diagnosis, Evidence, Finding
 from envrigger.diagnose.steps import scan_steps
 from envrigger.diagnose.vocabulary import vocabulary
+from envrigger.stats import wilson
 
 
 def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = None) -> Diagnosis:

@@ -16,7 +16,8 @@ import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
 from envrigger.diagnose.frame import EpisodeFrame
-from envrigger.diagnose.model import Evidence, Finding, wilson
+from envrigger.diagnose.model import Evidence, Finding
+from envrigger.stats import wilson
 
 
 @dataclass

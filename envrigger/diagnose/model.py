@@ -1,34 +1,17 @@
 """What a diagnosis produces: findings with evidence, as pydantic models.
 
-Contains :class:`Evidence`, :class:`Finding`, :class:`Diagnosis` and :func:`wilson`, the
-Wilson score interval every rate is reported with.
+Contains :class:`Evidence`, :class:`Finding` and :class:`Diagnosis`. Every rate is reported
+with its Wilson score interval, :func:`envrigger.stats.wilson`.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from envrigger.data.versioned import Versioned
-
-
-def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a proportion (95% by default); ``(0, 1)`` when ``n`` is 0.
-
-    Example:
-        >>> lo, hi = wilson(8, 10)
-        >>> round(lo, 3), round(hi, 3)
-        (0.49, 0.943)
-    """
-    if n == 0:
-        return 0.0, 1.0
-    p = successes / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+from envrigger.stats import wilson as wilson  # its home is envrigger.stats; kept importable from here for older code
 
 
 class Evidence(BaseModel):

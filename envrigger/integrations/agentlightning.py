@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from envharness.errors import SpecError
-from envrigger.agents.chat import ChatAgent, Endpoint, _openai
+from envrigger.agents.chat import ChatAgent, Endpoint, import_openai
 from envrigger.agents.harness import AgentHarness, default_harness
 from envrigger.data import EpisodeRecord, StepRecord, TrajectoryStore, episodes_table, steps_table
 from envrigger.rollout.episode import run_episode
@@ -151,7 +151,7 @@ class EnvAgent(agl.LitAgent[dict[str, Any]]):
         env, spec_hash, spec_json = self._env()
         env_id = json.loads(spec_json)["env_id"]
         endpoint = Endpoint(base_url, llm.model)
-        client = _openai().OpenAI(base_url=base_url, api_key=llm.api_key or "none", timeout=endpoint.timeout_s, max_retries=0)
+        client = import_openai().OpenAI(base_url=base_url, api_key=llm.api_key or "none", timeout=endpoint.timeout_s, max_retries=0)
         agent = ChatAgent(env, self._harness(env_id, dict(llm.sampling_parameters)), endpoint, client=client)
         record, steps = run_episode(env, agent, 0, seed, spec_hash, spec_json)
         served = self.url is not None

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from envrigger.diagnose.model import wilson
 from envrigger.ledger.store import TaskResult
+from envrigger.stats import percentile_interval, wilson
 
 # name -> (label, unit, scale shown, whether higher is better)
 METRICS: dict[str, tuple[str, str, float, bool]] = {
@@ -164,16 +164,12 @@ def attribute(
         shares = shapley(values.__getitem__, list(factors))
         total = values[every] - values[frozenset()]
 
-        def interval(series: np.ndarray) -> list[float] | None:
-            kept = series[1:][~np.isnan(series[1:])]
-            return [float(np.percentile(kept, 2.5)), float(np.percentile(kept, 97.5))] if len(kept) else None
-
         out[name] = {
             "a": _plain(values[frozenset()][0]),
             "b": _plain(values[every][0]),
             "change": _plain(total[0]),
-            "ci": interval(total),
-            "factors": {f: {"value": _plain(shares[f][0]), "ci": interval(shares[f])} for f in factors},
+            "ci": percentile_interval(total[1:]),  # row 0 is the tasks as they are; the rest are resamples
+            "factors": {f: {"value": _plain(shares[f][0]), "ci": percentile_interval(shares[f][1:])} for f in factors},
         }
     return out
 

@@ -10,7 +10,8 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from envharness.cli import UserError, print_table, spec_argument, write_atomically
+from envharness.command_line import print_table, spec_argument, write_atomically
+from envharness.errors import UserError
 
 ledger_app = typer.Typer(
     help="Ledgers: every release (model, harness, environment) measured on one fixed held-out task set, and each change attributed.",

@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import Field
 
-from envrigger.data import TrajectoryError
 from envrigger.data.versioned import Readable, Versioned
+from envrigger.errors import LedgerError
 from envrigger.ledger.attribution import attribute, collapse, headline, summarize
 from envrigger.ledger.evaluate import evaluate_cell
 from envrigger.ledger.factors import FACTORS, Cell
@@ -62,7 +62,7 @@ def compare(
     cell_a, cell_b = _cell(ledger, first["cell"]), _cell(ledger, second["cell"])
     changed = [f for f in FACTORS if cell_a.keys()[f] != cell_b.keys()[f]]
     if len(changed) > 1 and cell_a.model.kind != cell_b.model.kind:
-        raise TrajectoryError(
+        raise LedgerError(
             f"{a} is {_kind(cell_a)} and {b} is {_kind(cell_b)}: their models and harnesses cannot be crossed; compare releases of one kind"
         )
     cells: dict[frozenset[str], Any] = {}
@@ -76,7 +76,7 @@ def compare(
                 results = ledger.results(cell.key())
             else:
                 if not evaluate:
-                    raise TrajectoryError(
+                    raise LedgerError(
                         f"the cell with {', '.join(sorted(take))} from {b} and the rest from {a} was never evaluated; "
                         "run compare without --no-eval to play it"
                     )

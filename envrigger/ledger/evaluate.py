@@ -22,6 +22,7 @@ from envharness.adapters.base import is_reserved, level_group
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, TrajectoryStore
+from envrigger.errors import LedgerError
 from envrigger.ledger.factors import Cell
 from envrigger.ledger.store import Ledger, TaskResult
 
@@ -69,7 +70,7 @@ def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None 
                 return tasks
     finally:
         probe.close()
-    raise TrajectoryError(
+    raise LedgerError(
         f"{spec.env_id} gave {len(tasks)} distinct levels outside those to avoid in {scan * count} seeds, fewer than the "
         f"{count} tasks asked for; ask for fewer with --tasks, or use a procedurally generated env"
     )
@@ -94,7 +95,7 @@ def check_env(ledger: Ledger, spec: HarnessSpec) -> None:
     """Refuse an env that is not the ledger's, or that plays other levels than the ledger's tasks at their seeds."""
     own = ledger.env
     if spec.env_id != own.env_id:
-        raise TrajectoryError(
+        raise LedgerError(
             f"the env {spec.env_id} is not this ledger's ({own.env_id}); a ledger compares releases on its own env's tasks: "
             f"make another ledger for {spec.env_id}"
         )
@@ -104,7 +105,7 @@ def check_env(ledger: Ledger, spec: HarnessSpec) -> None:
         for task_seed, level in ledger.tasks():
             got = _level(probe, task_seed)
             if got != level:
-                raise TrajectoryError(
+                raise LedgerError(
                     f"the env's arguments {json.dumps(spec.env_kwargs)} make seed {task_seed} another level ({got}) than the ledger's "
                     f"task ({level}); keep the arguments that define the levels, and reshape with transforms instead"
                 )
@@ -118,11 +119,11 @@ def _agent(cell: Cell, concurrency: int, prices: dict[str, tuple[float, float]],
         from envrigger.agents import ChatAgentFactory, Endpoint
 
         if harness.kind != "agent":
-            raise TrajectoryError("a model behind an endpoint needs an agent harness (--harness FILE, or the env's default)")
+            raise LedgerError("a model behind an endpoint needs an agent harness (--harness FILE, or the env's default)")
         endpoint = Endpoint(str(model.base_url), str(model.model), api_key_env=model.api_key_env, timeout_s=timeout, prices=prices)
         return ChatAgentFactory(harness.agent_harness(), endpoint)
     if harness.kind != "direct":
-        raise TrajectoryError("a Python policy acts itself: it takes no agent harness (drop --harness)")
+        raise LedgerError("a Python policy acts itself: it takes no agent harness (drop --harness)")
     return model.policy
 
 
@@ -137,7 +138,7 @@ def evaluate_cell(
     check_env(ledger, spec)
     for problem in (cell.model.secret_problem(), cell.model.changed()):
         if problem is not None:  # a key never reaches the run; a policy file changed since its identity was taken is another policy
-            raise TrajectoryError(problem)
+            raise LedgerError(problem)
     agent = _agent(cell, concurrency, prices or {}, timeout)
     run = ledger.path.with_name(ledger.path.name + ".runs") / cell.key()
     shutil.rmtree(run, ignore_errors=True)  # an evaluation a crash cut short starts over
@@ -146,7 +147,7 @@ def evaluate_cell(
     store = rollout(spec, agent, seeds=seeds, out=run, backend=backend, concurrency=concurrency, progress=progress, workers=2)
     changed = cell.model.changed()
     if changed is not None:  # it changed while it played: what was played is not what the identity names
-        raise TrajectoryError(changed)
+        raise LedgerError(changed)
     return results_of(store, seeds), str(run.relative_to(ledger.path.parent))
 
 

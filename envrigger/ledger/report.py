@@ -14,13 +14,13 @@ from typing import Any
 
 from jinja2 import Environment, select_autoescape
 
-from envrigger.data import TrajectoryError
+from envrigger.errors import LedgerError
 from envrigger.ledger.attribution import METRICS, summarize
 from envrigger.ledger.compare import compare
 from envrigger.ledger.evaluate import definitions
 from envrigger.ledger.factors import FACTORS
 from envrigger.ledger.store import Ledger
-from envrigger.report.plots import _png
+from envrigger.report.plots import figure_png
 
 TEMPLATE = resources.files("envrigger.ledger").joinpath("templates/ledger.html.j2").read_text(encoding="utf-8")
 
@@ -40,7 +40,7 @@ def report_data(ledger: Ledger, resamples: int = 2000) -> dict[str, Any]:
     for before, after in zip(releases, releases[1:]):
         try:
             pairs.append(compare(ledger, before["name"], after["name"], evaluate=False, resamples=resamples))
-        except TrajectoryError:
+        except LedgerError:
             missing = f"a cross cell is not evaluated yet; run `envrigger ledger compare {ledger.path.name} {before['name']} {after['name']}` to play it"
             pairs.append({"a": {"name": before["name"]}, "b": {"name": after["name"]}, "missing": missing})
     return {"releases": releases, "pairs": pairs}
@@ -67,7 +67,7 @@ def _figures(data: dict[str, Any]) -> dict[str, str]:
     ax.set_ylim(0, 100)
     ax.set_ylabel("accepted tasks (%)")
     ax.set_title("accepted-task rate by release (95% Wilson interval)", fontsize=10)
-    out["releases"] = _png(fig)
+    out["releases"] = figure_png(fig)
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 2.6))
     left.plot(x, [r["summary"]["distinct_actions"] for r in releases], marker="o", color="#4a7ab8")
     left.set_ylim(0, 105)
@@ -77,7 +77,7 @@ def _figures(data: dict[str, Any]) -> dict[str, str]:
     right.set_title("state-visit entropy (bits)", fontsize=9)
     for ax in (left, right):
         ax.set_xticks(x, names, rotation=20, fontsize=8)
-    out["diversity"] = _png(fig)
+    out["diversity"] = figure_png(fig)
     for index, pair in enumerate(data["pairs"]):
         if "attribution" not in pair or not pair["changed"]:
             continue
@@ -94,7 +94,7 @@ def _figures(data: dict[str, Any]) -> dict[str, str]:
         ax.axvline(0, color="#555", linewidth=0.8)
         ax.set_xlabel("accepted-task rate change (points)", fontsize=8)
         ax.set_title(f"{pair['a']['name']} -> {pair['b']['name']}", fontsize=9)
-        out[f"pair-{index}"] = _png(fig)
+        out[f"pair-{index}"] = figure_png(fig)
     return out
 
 

@@ -24,8 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from envrigger.data import TrajectoryError, write_json_atomically
+from envrigger.data import write_json_atomically
 from envrigger.data.sqlite import open_ours, schema_objects, statements
+from envrigger.errors import LedgerError
 from envrigger.ledger.factors import Cell
 
 KIND = "envrigger-ledger"
@@ -87,27 +88,27 @@ class Ledger:
     def __init__(self, path: str | Path, check: bool = False, _create: bool = False) -> None:
         self.path = Path(path)
         if not _create and not self.path.is_file():
-            raise TrajectoryError(f"ledger {self.path} does not exist; make one with `envrigger ledger init {self.path} --env ENV_ID`")
+            raise LedgerError(f"ledger {self.path} does not exist; make one with `envrigger ledger init {self.path} --env ENV_ID`")
         # Nothing is written (not even the journal mode) before the file is known to be a ledger: one refused is left as it was.
-        self.db = open_ours(self.path, ALLOWED, "ledger", HINT, empty_ok=_create)
+        self.db = open_ours(self.path, ALLOWED, "ledger", HINT, empty_ok=_create, error=LedgerError)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             if check:
                 found = [row[0] for row in self.db.execute("PRAGMA integrity_check")]
                 if found != ["ok"]:
-                    raise TrajectoryError(f"{self.path}: damaged ({found[0]}); restore the ledger from a copy")
+                    raise LedgerError(f"{self.path}: damaged ({found[0]}); restore the ledger from a copy")
             if _create:
                 with self._transaction():
                     for statement in statements(SCHEMA):
                         self.db.execute(statement)
             elif self._meta_value("kind") != KIND:
-                raise TrajectoryError(f"{self.path}: not a ledger (no ledger metadata); {HINT}")
+                raise LedgerError(f"{self.path}: not a ledger (no ledger metadata); {HINT}")
             else:
                 self._check_commits()
         except sqlite3.DatabaseError as error:
             self.db.close()
-            raise TrajectoryError(f"{self.path}: not a ledger database ({str(error).splitlines()[0]}); {HINT}") from None
+            raise LedgerError(f"{self.path}: not a ledger database ({str(error).splitlines()[0]}); {HINT}") from None
         except BaseException:
             self.db.close()
             raise
@@ -117,7 +118,7 @@ class Ledger:
         """A new ledger for ``env`` (a :class:`~envharness.HarnessSpec`) with its held-out ``tasks`` (seed, level id)."""
         path = Path(path)
         if path.exists():
-            raise TrajectoryError(f"{path} already exists; pick a new file (a ledger's tasks are fixed when it is made)")
+            raise LedgerError(f"{path} already exists; pick a new file (a ledger's tasks are fixed when it is made)")
         path.parent.mkdir(parents=True, exist_ok=True)
         ledger = cls(path, _create=True)
         meta = {"kind": KIND, "env": env.to_json(indent=None), "seed": str(seed), "created": _now()}
@@ -168,17 +169,17 @@ class Ledger:
     def _check_commits(self) -> None:
         meta = {key: self._meta_value(key) for key in ("kind", "env", "seed", "created")}
         if self._meta_value("checksum") != _sum(sorted(meta.items())):
-            raise TrajectoryError(f"{self.path}: its metadata was altered (checksum differs); restore the ledger from a copy")
+            raise LedgerError(f"{self.path}: its metadata was altered (checksum differs); restore the ledger from a copy")
         if not self._commits.is_file():
-            raise TrajectoryError(f"{self._commits} is missing; restore it beside the ledger (it records what was committed)")
+            raise LedgerError(f"{self._commits} is missing; restore it beside the ledger (it records what was committed)")
         try:
             committed = {table: int(json.loads(self._commits.read_text())[table]) for table in COUNTED}
         except (ValueError, KeyError, TypeError):
-            raise TrajectoryError(f"{self._commits}: damaged; restore it from a copy of the ledger") from None
+            raise LedgerError(f"{self._commits}: damaged; restore it from a copy of the ledger") from None
         now = self._counts()
         behind = [table for table in COUNTED if now[table] < committed[table]]
         if behind:
-            raise TrajectoryError(
+            raise LedgerError(
                 f"{self.path}: holds fewer {behind[0]} ({now[behind[0]]}) than were committed ({committed[behind[0]]}); its -wal file "
                 "was damaged or lost? restore the ledger and its -wal file from a copy"
             )
@@ -188,7 +189,7 @@ class Ledger:
     def _checked(self, table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:
         *values, checksum = row
         if _sum(*values) != checksum:
-            raise TrajectoryError(f"{self.path}: a row of {table} was altered (checksum differs); restore the ledger from a copy")
+            raise LedgerError(f"{self.path}: a row of {table} was altered (checksum differs); restore the ledger from a copy")
         return tuple(values)
 
     # -- reading -----------------------------------------------------------------------
@@ -220,7 +221,7 @@ class Ledger:
         found = next((r for r in self.releases() if r["name"] == name), None)
         if found is None:
             known = ", ".join(r["name"] for r in self.releases()) or "none yet"
-            raise TrajectoryError(f"release {name!r} is not in {self.path} (releases: {known}); evaluate it with `envrigger ledger eval`")
+            raise LedgerError(f"release {name!r} is not in {self.path} (releases: {known}); evaluate it with `envrigger ledger eval`")
         return found
 
     def cell(self, key: str) -> tuple[Cell, str] | None:
@@ -235,7 +236,7 @@ class Ledger:
         """:meth:`cell` for a key a release names: it must be there."""
         found = self.cell(key)
         if found is None:
-            raise TrajectoryError(f"{self.path}: a release names cell {key}, which is not stored; restore the ledger from a copy")
+            raise LedgerError(f"{self.path}: a release names cell {key}, which is not stored; restore the ledger from a copy")
         return found
 
     def results(self, key: str) -> list[TaskResult]:
@@ -246,10 +247,10 @@ class Ledger:
     def add_cell(self, cell: Cell, results: list[TaskResult], run: str, release: str | None = None) -> None:
         """Store an evaluated cell with one result per task (and name it ``release``), in one transaction."""
         if len(results) != len(self.tasks()):
-            raise TrajectoryError(f"{len(results)} results for {len(self.tasks())} tasks; a cell is stored whole or not at all")
+            raise LedgerError(f"{len(results)} results for {len(self.tasks())} tasks; a cell is stored whole or not at all")
         secret = cell.model.secret_problem()
         if secret is not None:  # a key never goes into the ledger (nor into this error)
-            raise TrajectoryError(secret)
+            raise LedgerError(secret)
         key, cell_json, when = cell.key(), cell.model_dump_json(), _now()
         with self._transaction():
             if self.db.execute("SELECT 1 FROM cells WHERE key=?", (key,)).fetchone() is None:
@@ -269,9 +270,7 @@ class Ledger:
 
     def _name(self, release: str, key: str, when: str) -> None:
         if self.db.execute("SELECT 1 FROM releases WHERE name=?", (release,)).fetchone() is not None:
-            raise TrajectoryError(
-                f"release {release!r} is already in {self.path}; a release is evaluated once: give the new one another name"
-            )
+            raise LedgerError(f"release {release!r} is already in {self.path}; a release is evaluated once: give the new one another name")
         seq = int(self.db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM releases").fetchone()[0])
         self.db.execute("INSERT INTO releases VALUES (?, ?, ?, ?, ?)", (seq, release, key, when, _sum(seq, release, key, when)))
 

@@ -14,7 +14,7 @@ import numpy as np
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec
 from envharness.transforms import TRANSFORMS
-from envharness.transforms.base import _bounds
+from envharness.transforms.base import field_bounds
 
 
 def _draw(cls: Any, rng: np.random.Generator) -> Any:
@@ -25,7 +25,7 @@ def _draw(cls: Any, rng: np.random.Generator) -> Any:
     """
     params: dict[str, Any] = {}
     for name, field in cls.model_fields.items():
-        lo, hi = _bounds(field)
+        lo, hi = field_bounds(field)
         if not (math.isfinite(lo) and math.isfinite(hi)):
             continue
         default = field.default if isinstance(field.default, (int, float)) else None

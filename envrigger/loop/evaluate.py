@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from envharness.spec import HarnessSpec
-from envrigger.diagnose.model import wilson
 from envrigger.loop.config import LoopConfig
 from envrigger.rollout import backend_for, rollout
+from envrigger.stats import wilson
 
 
 def evaluate(

@@ -215,7 +215,7 @@ class LevelSplit(BaseModel):
             >>> split.check({"original:train": {"a", "c"}})
             Traceback (most recent call last):
             ...
-            envrigger.data.store.TrajectoryError: level overlap: original:train played 1 held-out or validation level(s) (a); the held-out result would not be on unseen levels
+            envrigger.errors.TrajectoryError: level overlap: original:train played 1 held-out or validation level(s) (a); the held-out result would not be on unseen levels
         """
         reserved = {level_group(level) for level in (*self.heldout_levels, *self.validation_levels)}
         overlap = {use: sorted(level for level in levels if level_group(level) in reserved) for use, levels in used.items()}

@@ -26,8 +26,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from envharness.spec import HarnessSpec
-from envrigger.data import TrajectoryError, write_json_atomically
+from envrigger.data import write_json_atomically
 from envrigger.data.sqlite import open_ours, schema_objects, statements
+from envrigger.errors import LibraryError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -104,17 +105,19 @@ class Library:
     def __init__(self, path: str | Path, create: bool = True, check: bool = False) -> None:
         self.path = Path(path)
         if not create and not self.path.is_file():
-            raise TrajectoryError(f"library {self.path} does not exist; run `envrigger run` to build one")
+            raise LibraryError(f"library {self.path} does not exist; run `envrigger run` to build one")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # Nothing is written (not even the journal mode) before the file is known to be a library: one refused is left as it was.
-        self.db = open_ours(self.path, ALLOWED, "library", "point at a library.db written by envrigger", empty_ok=create)
+        self.db = open_ours(
+            self.path, ALLOWED, "library", "point at a library.db written by envrigger", empty_ok=create, error=LibraryError
+        )
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
             if check:
                 found = [row[0] for row in self.db.execute("PRAGMA integrity_check")]
                 if found != ["ok"]:
-                    raise TrajectoryError(f"{self.path}: damaged ({found[0]}); restore library.db from a copy")
+                    raise LibraryError(f"{self.path}: damaged ({found[0]}); restore library.db from a copy")
             with self._transaction():
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
@@ -126,7 +129,7 @@ class Library:
             self._check_commits()
         except sqlite3.DatabaseError as error:
             self.db.close()
-            raise TrajectoryError(f"{self.path}: not a library database ({error}); point at a library.db written by envrigger") from None
+            raise LibraryError(f"{self.path}: not a library database ({error}); point at a library.db written by envrigger") from None
         except BaseException:
             self.db.close()
             raise
@@ -152,10 +155,10 @@ class Library:
             ledger = json.loads(self._ledger.read_text())
             committed = {key: int(ledger[key]) for key in ("version", "rounds")}
         except (ValueError, KeyError, TypeError):
-            raise TrajectoryError(f"{self._ledger}: damaged; restore it (or delete it to trust library.db as it is)") from None
+            raise LibraryError(f"{self._ledger}: damaged; restore it (or delete it to trust library.db as it is)") from None
         now = self._counts()
         if now["version"] < committed["version"] or now["rounds"] < committed["rounds"]:
-            raise TrajectoryError(
+            raise LibraryError(
                 f"{self.path}: holds library version {now['version']} and {now['rounds']} rounds, but version "
                 f"{committed['version']} and {committed['rounds']} rounds were committed (its -wal file was damaged or lost?); "
                 "restore library.db and library.db-wal from a copy"
@@ -231,16 +234,14 @@ class Library:
         """Delete a component; the library version moves on."""
         with self._transaction():
             if self.db.execute("DELETE FROM components WHERE id=?", (component_id,)).rowcount == 0:
-                raise TrajectoryError(f"library: no component with id {component_id}; see `envrigger library list`")
+                raise LibraryError(f"library: no component with id {component_id}; see `envrigger library list`")
             self.db.execute("UPDATE meta SET value=CAST(value AS INTEGER) + 1 WHERE key='version'")
         self._record_commit()
 
     def _component(self, row: tuple[Any, ...]) -> Component:
         *values, checksum = row
         if checksum is not None and _checksum(tuple(values[1:])) != checksum:
-            raise TrajectoryError(
-                f"{self.path}: component {values[0]} does not match its checksum (altered); restore library.db from a copy"
-            )
+            raise LibraryError(f"{self.path}: component {values[0]} does not match its checksum (altered); restore library.db from a copy")
         (
             id_,
             digest,
@@ -282,7 +283,7 @@ class Library:
         column = "id" if isinstance(key, int) or str(key).isdigit() else "hash"
         row = self.db.execute(f"SELECT * FROM components WHERE {column}=?", (int(key) if column == "id" else key,)).fetchone()
         if row is None:
-            raise TrajectoryError(f"library: no component {key!r}; see `envrigger library list`")
+            raise LibraryError(f"library: no component {key!r}; see `envrigger library list`")
         return self._component(row)
 
     # -- loop rounds -------------------------------------------------------------------
@@ -299,7 +300,7 @@ class Library:
         found = []
         for number, text, checksum in self.db.execute("SELECT round, summary_json, checksum FROM rounds ORDER BY round"):
             if checksum is not None and _checksum((number, text)) != checksum:
-                raise TrajectoryError(f"{self.path}: round {number} does not match its checksum (altered); restore library.db from a copy")
+                raise LibraryError(f"{self.path}: round {number} does not match its checksum (altered); restore library.db from a copy")
             found.append(json.loads(text))
         return found
 

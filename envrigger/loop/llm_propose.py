@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
-from envrigger.agents.chat import Endpoint, _get, scrub
+from envrigger.agents.chat import Endpoint, reply_field, scrub
 from envrigger.agents.harness import render
 from envrigger.diagnose import Diagnosis
 from envrigger.loop.propose import Candidate, _compatible
@@ -244,8 +244,8 @@ def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: 
         )
     except Exception:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
         return [], {"endpoint": 1}
-    choices = _get(response, "choices")
-    content = _get(_get(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
+    choices = reply_field(response, "choices")
+    content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     try:
         return parse_proposals(content, diagnosis, base, endpoint.model, prompt_hash, n, secret=os.environ.get(endpoint.api_key_env))
     except Exception:  # parse_proposals refuses what it reads; this is the last guard of a run against an answer

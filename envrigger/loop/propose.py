@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import TRANSFORMS, Transform, transform_from_spec
-from envharness.transforms.base import _bounds
+from envharness.transforms.base import field_bounds
 from envrigger.diagnose import Diagnosis, Finding
 from envrigger.diagnose.remedies import matching_transforms
 
@@ -78,7 +78,7 @@ def suggest(cls: type[Transform], finding: Finding, rng: np.random.Generator, n:
         elif cls.__name__ == "PhysicsParams" and stats.get("feature") in cls.model_fields and "threshold" in stats:
             # A physics region where the agent fails: levels at its edge and further in, the other constants as the env draws them.
             name, cut = str(stats["feature"]), float(stats["threshold"])
-            low, high = _bounds(cls.model_fields[name])
+            low, high = field_bounds(cls.model_fields[name])
             steps = (1.0, 0.85, 0.7) if stats.get("op") == "<=" else (1.1, 1.25, 1.4)
             out.extend(cls(**{name: float(np.clip(round(cut * k, 4), low, high))}) for k in steps)
         elif cls.__name__ == "ActionSlip":

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from envharness.files import write_text_atomically
 from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import random_specs
 from envrigger.loop.board import LoopBoard, available
@@ -45,10 +46,9 @@ def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int]
     return contextlib.nullcontext(lambda n: None)
 
 
-def _save_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+def save_json(path: Path, data: Any) -> None:
+    """Write a loop's JSON record (``state.json``, ``result.json``, ...) atomically, indented for reading."""
+    write_text_atomically(path, json.dumps(data, indent=2))
 
 
 def _load_levels(out: Path) -> dict[str, set[str]]:
@@ -75,12 +75,12 @@ def run_loop(
     progress bars.
     """
     out = Path(out)
-    with _writer(out):  # one writer per loop directory: a second run or --resume is refused
+    with one_writer(out):  # one writer per loop directory: a second run or --resume is refused
         return _run_loop(out, config, on_round, log, stage)
 
 
 @contextlib.contextmanager
-def _writer(out: Path) -> Iterator[None]:
+def one_writer(out: Path) -> Iterator[None]:
     """Hold ``out``'s :class:`DirectoryLock`; a directory made here and left empty by a refusal is removed again."""
     if out.exists() and not out.is_dir():
         raise TrajectoryError(f"{out} is a file; choose a directory for the run")
@@ -140,9 +140,9 @@ def _run_loop(
             split = LevelSplit.make(base, config, tick=tick)  # refuses before anything is written
     if not config_path.is_file():
         out.mkdir(parents=True, exist_ok=True)
-        _save_json(config_path, json.loads(config.model_dump_json()))
+        save_json(config_path, json.loads(config.model_dump_json()))
     if not split_path.is_file():
-        _save_json(split_path, json.loads(split.model_dump_json()))
+        save_json(split_path, json.loads(split.model_dump_json()))
     reserved = split.reserved
     library = Library(out / "library.db")
     done = library.rounds()
@@ -294,10 +294,10 @@ def _run_loop(
             arm.learner.save(arm.path(out, number))
         for arm in arms:
             if arm.replay is not None:
-                _save_json(out / f"{arm.name}-replay.json", arm.replay.state())
+                save_json(out / f"{arm.name}-replay.json", arm.replay.state())
         if credited:
             summary["credit_state"] = credit.state()
-        _save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
+        save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
         committed = RoundSummary.model_validate(summary)
         summary = committed.dump()
         library.complete_round(number, summary)  # the commit point of the round
@@ -314,7 +314,7 @@ def _run_loop(
         final = FinalResults.load(final_path)
     else:
         final = FinalResults.model_validate(_final(out, config, split, summaries, log))
-        _save_json(final_path, final.dump())
+        save_json(final_path, final.dump())
     return LoopResult(rounds=[RoundSummary.model_validate(s) for s in summaries], final=final)
 
 

@@ -20,51 +20,8 @@ from envrigger.data import TrajectoryError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.results import FinalResults, RoundSummary
-from envrigger.loop.run import _save_json, _writer, run_loop
-
-# Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 seeds); 1.96 beyond 30.
-_T975 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    11: 2.201,
-    12: 2.179,
-    13: 2.160,
-    14: 2.145,
-    15: 2.131,
-    16: 2.120,
-    17: 2.110,
-    18: 2.101,
-    19: 2.093,
-    20: 2.086,
-    21: 2.080,
-    22: 2.074,
-    23: 2.069,
-    24: 2.064,
-    25: 2.060,
-    26: 2.056,
-    27: 2.052,
-    28: 2.048,
-    29: 2.045,
-    30: 2.042,
-}
-
-
-def _interval(values: np.ndarray, bounds: tuple[float, float] = (-np.inf, np.inf)) -> dict[str, Any]:
-    """Mean and 95% t interval across ``values`` (one per seed), the interval clipped to ``bounds``."""
-    mean = float(np.mean(values))
-    if len(values) < 2:
-        return {"mean": mean, "ci": [mean, mean], "n": len(values)}
-    half = _T975.get(len(values) - 1, 1.96) * float(np.std(values, ddof=1)) / float(np.sqrt(len(values)))
-    return {"mean": mean, "ci": [max(mean - half, bounds[0]), min(mean + half, bounds[1])], "n": len(values)}
-
+from envrigger.loop.run import one_writer, run_loop, save_json
+from envrigger.stats import t_interval
 
 COLLAPSED = 0.2  # held-out success below this on a seed: the arm collapsed there
 
@@ -104,7 +61,7 @@ def across_seeds(runs: dict[int, FinalResults]) -> dict[str, Any]:
     for arm in arms:
         solved = [h.steps_to_success for h in held[arm] if h.steps_to_success is not None]
         out["arms"][arm] = {
-            "success": _interval(success[arm], (0.0, 1.0)),  # a rate: its interval stays inside [0, 1]
+            "success": t_interval(success[arm], (0.0, 1.0)),  # a rate: its interval stays inside [0, 1]
             "steps_to_success": float(np.mean(solved)) if solved else None,
             "env_steps": {k: float(np.mean([f.interaction.get(k, 0) for f in finals[arm]])) for k in ("train", "total")},
             "rounds": [f.round for f in finals[arm]],
@@ -114,7 +71,7 @@ def across_seeds(runs: dict[int, FinalResults]) -> dict[str, Any]:
     out["focus"] = focus
     for arm in arms:
         if arm != focus:
-            entry = _interval(success[focus] - success[arm], (-1.0, 1.0))
+            entry = t_interval(success[focus] - success[arm], (-1.0, 1.0))
             mine, theirs = out["arms"][focus]["steps_to_success"], out["arms"][arm]["steps_to_success"]
             entry["steps_to_success_change"] = (mine - theirs) / theirs if mine is not None and theirs else None
             out["difference"][arm] = entry
@@ -170,7 +127,7 @@ def run_many(
     with contextlib.ExitStack() as stack:
         plans = []
         for run in runs:
-            stack.enter_context(_writer(run.out))
+            stack.enter_context(one_writer(run.out))
             plans.append((run, *_plan_seeds(run.out, run.config, run.seeds)))
         tasks = []  # (directory, config for a new loop or None to resume, label), seed-major
         for offset in range(max(seeds for _, _, seeds in plans)):
@@ -189,7 +146,7 @@ def run_many(
         for run, config, seeds in plans:
             finals = {seed: FinalResults.load(run.out / f"seed-{seed}" / "final.json") for seed in range(config.seed, config.seed + seeds)}
             result = across_seeds(finals)
-            _save_json(run.out / "result.json", result)
+            save_json(run.out / "result.json", result)
             results.append(result)
         return results
 
@@ -209,13 +166,13 @@ def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopC
             raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
         saved = json.loads(plan.read_text())
         if seeds > int(saved["seeds"]):  # asked for more master seeds than the run has: add the next ones
-            _save_json(plan, {**saved, "seeds": seeds})
+            save_json(plan, {**saved, "seeds": seeds})
         return LoopConfig.model_validate(saved["config"]), max(seeds, int(saved["seeds"]))
     if plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
     LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    _save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
+    save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
     return config, seeds
 
 

@@ -6,13 +6,12 @@ Contains :class:`Discretizer` and :class:`QLearner`.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from envharness.files import write_text_atomically
 from envrigger.data import observation_digest
 from envrigger.policies.learner import Transition
 
@@ -158,11 +157,7 @@ class QLearner:
             "rng": self.rng.bit_generator.state,
             "table": {k: v.tolist() for k, v in self.table.items()},
         }
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".qlearning.", suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle)
-        os.replace(tmp, path)
+        write_text_atomically(path, json.dumps(data))
 
     @classmethod
     def load(cls, path: str, env: Any) -> QLearner:

@@ -17,7 +17,8 @@ from envrigger.diagnose import Diagnosis
 from envrigger.diagnose.frame import EpisodeFrame
 
 
-def _png(figure: Any) -> str:
+def figure_png(figure: Any) -> str:
+    """A matplotlib figure as base64 PNG (what an HTML page embeds); the figure is closed."""
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -55,7 +56,7 @@ def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
                     ax.text(x, min(r + 0.03, 0.95) if not np.isnan(r) else 0.03, str(c), ha="center", fontsize=6)
         axes[0][0].set_ylabel("success rate")
         fig.suptitle("success rate by level feature (bar labels: episodes)", fontsize=10)
-        out["features"] = _png(fig)
+        out["features"] = figure_png(fig)
     fig, ax = plt.subplots(figsize=(6, 2.8))
     top = max(int(frame.length.max()), 1)
     bins = np.linspace(0, top, min(40, top) + 1).tolist()
@@ -70,7 +71,7 @@ def plots(store: TrajectoryStore, max_features: int = 6) -> dict[str, str]:
     ax.set_ylabel("episodes")
     ax.legend(fontsize=8)
     ax.set_title("episode length by verdict", fontsize=10)
-    out["lengths"] = _png(fig)
+    out["lengths"] = figure_png(fig)
     return out
 
 
@@ -105,5 +106,5 @@ def finding_plots(diagnosis: Diagnosis) -> dict[str, str]:
                     ax.axvline(clause["threshold"], color="#222", linestyle="--", linewidth=1)
                 ax.set_title(f"{panel['feature']} of the states acted on", fontsize=9)
                 ax.legend(fontsize=6)
-        out[f.name] = _png(fig)
+        out[f.name] = figure_png(fig)
     return out

@@ -22,7 +22,8 @@ import numpy as np
 from jinja2 import Environment, select_autoescape
 
 from envrigger.loop.results import FinalResults
-from envrigger.report.plots import _png
+from envrigger.report.plots import figure_png
+from envrigger.stats import normal_interval
 
 TEMPLATE = resources.files("envrigger.report").joinpath("templates/run.html.j2").read_text(encoding="utf-8")
 SEEDS_TEMPLATE = resources.files("envrigger.report").joinpath("templates/seeds.html.j2").read_text(encoding="utf-8")
@@ -45,8 +46,7 @@ def _paired(a: dict[int, float], b: dict[int, float]) -> dict[str, Any] | None:
     if not shared:
         return None
     d = np.array([a[s] - b[s] for s in shared])
-    half = 1.96 * float(d.std(ddof=1)) / math.sqrt(len(d)) if len(d) > 1 else float("nan")
-    return {"mean": float(d.mean()), "ci": (float(d.mean()) - half, float(d.mean()) + half), "levels": len(shared)}
+    return {"mean": float(d.mean()), "ci": normal_interval(d), "levels": len(shared)}
 
 
 def _heldout_by_seed(run: Path, arm: str) -> dict[int, float]:
@@ -92,7 +92,7 @@ def _figures(rounds: list[dict[str, Any]], arms: list[str]) -> dict[str, str]:
     for axis in (left, right):
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     left.legend(fontsize=8)
-    out["curves"] = _png(figure)
+    out["curves"] = figure_png(figure)
     return out
 
 
@@ -161,7 +161,7 @@ def render_seeds_report(out: str | Path) -> str:
 
 def write_run_report(run: str | Path) -> Path:
     """Write ``RUN/report.html`` (for a multi-seed directory: its index and every seed's page); the page written."""
-    from envharness.cli import write_atomically
+    from envharness.command_line import write_atomically
 
     run = Path(run)
     if (run / "loop.json").is_file():

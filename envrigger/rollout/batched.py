@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from envrigger.rollout.episode import WALL_TIMEOUT, _failed_episode, _Play
+from envrigger.rollout.episode import WALL_TIMEOUT, EpisodePlay, failed_episode
 
 
-def _batched(
+def batched_backend(
     envs: list[Any],
     policies: list[Any],
     tasks: list[tuple[int, int | None]],
@@ -31,13 +31,13 @@ def _batched(
     ``episode_timeout`` is ended, between two steps, as ``timeout (wall)``.
     """
     queue = list(reversed(tasks))
-    slots: list[_Play | None] = [None] * len(envs)
+    slots: list[EpisodePlay | None] = [None] * len(envs)
     act_batch = getattr(type(policies[0]), "act_batch", None)
     while queue or any(slots):
         for i, env in enumerate(envs):
             while slots[i] is None and queue:
                 episode_id, seed = queue.pop()
-                play = _Play(env, policies[i], episode_id, seed, spec_hash, spec_json, store_obs)
+                play = EpisodePlay(env, policies[i], episode_id, seed, spec_hash, spec_json, store_obs)
                 if play.done:
                     emit(*play.record())
                 else:
@@ -62,7 +62,7 @@ def _batched(
             if not play.done and episode_timeout and time.perf_counter() - play.started > episode_timeout:
                 play.done = True
                 emit(
-                    _failed_episode(
+                    failed_episode(
                         play.episode_id, play.seed, spec_hash, spec_json, f"the episode took more than {episode_timeout:g} s", WALL_TIMEOUT
                     ),
                     [],

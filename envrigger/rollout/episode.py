@@ -26,7 +26,8 @@ DEFAULT_EPISODE_TIMEOUT = 600.0  # seconds of wall time an episode may take befo
 WALL_TIMEOUT = "timeout (wall)"
 
 
-def _one_line(error: BaseException) -> str:
+def error_line(error: BaseException) -> str:
+    """An exception as one line for a record or a message: its type and the first line of its text."""
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
@@ -49,7 +50,7 @@ def run_episode(
         >>> episode.length == len(steps), episode.reason in {"hole", "reached goal", "timeout"}
         (True, True)
     """
-    play = _Play(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+    play = EpisodePlay(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
     act, advance = policy.act, play.advance
     pop_calls = getattr(policy, "pop_calls", None)  # an LLM agent's model calls, per action
     if pop_calls is not None:
@@ -74,7 +75,7 @@ def run_episode(
     return play.record()
 
 
-class _Play:
+class EpisodePlay:
     """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
 
     __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
@@ -126,7 +127,7 @@ class _Play:
         if isinstance(cut, str):
             self.cut, self.verdict, self.done = cut, None, True
         else:
-            self.error, self.verdict, self.done = _one_line(exc), None, True
+            self.error, self.verdict, self.done = error_line(exc), None, True
         if calls:  # the model calls of a step the agent could not finish: kept, so the transcript shows why
             self.unfinished = calls
 
@@ -229,7 +230,7 @@ class _WallTimeout(BaseException):
     """Raised into a serial episode by SIGALRM (a BaseException, so run_episode does not record it as the env's error)."""
 
 
-def _serial_episode(
+def serial_episode(
     env: Any,
     policy: Any,
     episode_id: int,
@@ -251,13 +252,14 @@ def _serial_episode(
     try:
         return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
     except _WallTimeout:
-        return _failed_episode(episode_id, seed, spec_hash, spec_json, f"the episode took more than {timeout:g} s", WALL_TIMEOUT), []
+        return failed_episode(episode_id, seed, spec_hash, spec_json, f"the episode took more than {timeout:g} s", WALL_TIMEOUT), []
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
 
-def _failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str, reason: str = "error") -> EpisodeRecord:
+def failed_episode(episode_id: int, seed: int | None, spec_hash: str, spec_json: str, error: str, reason: str = "error") -> EpisodeRecord:
+    """The record of an episode that never ran to an end (its env or worker failed): no steps, no success, ``error`` kept."""
     return EpisodeRecord(
         episode_id=episode_id,
         spec_hash=spec_hash,

@@ -18,7 +18,7 @@ from envharness.transforms.base import load_file_module
 from envrigger.data import (
     TrajectoryError,
 )
-from envrigger.rollout.episode import _one_line
+from envrigger.rollout.episode import error_line
 
 PolicyFactory = Callable[[Any], Any]
 
@@ -115,7 +115,7 @@ class _Imported:
         except TrajectoryError:
             raise
         except Exception as error:
-            raise TrajectoryError(f"policy: cannot import {where} ({_one_line(error)}); check the module name or file") from None
+            raise TrajectoryError(f"policy: cannot import {where} ({error_line(error)}); check the module name or file") from None
         made = getattr(module, name, None)
         if made is None or not callable(made):
             raise TrajectoryError(f"policy: {where} has no class or function {name!r}; name one it defines")
@@ -148,7 +148,7 @@ class _Saved:
         return load_policy(self.path, env, seed=self.seed)
 
 
-def _check_policy(policy: Any, env: Any) -> None:
+def check_policy(policy: Any, env: Any) -> None:
     """Refuse, before any output, a policy that declares spaces other than the env's (an SB3 model trained elsewhere)."""
     declared = getattr(getattr(policy, "model", policy), "observation_space", None)
     if declared is None or not hasattr(declared, "shape"):

@@ -20,10 +20,10 @@ import cloudpickle
 from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, user_modules
 from envrigger.data import (
-    TrajectoryError,
     steps_table,
 )
-from envrigger.rollout.episode import WALL_TIMEOUT, _failed_episode, _one_line, run_episode
+from envrigger.errors import RolloutError
+from envrigger.rollout.episode import WALL_TIMEOUT, error_line, failed_episode, run_episode
 from envrigger.rollout.factories import PolicyFactory
 
 
@@ -78,7 +78,7 @@ def _worker_main(conn: Any) -> None:
                 policy = cloudpickle.loads(factory_bytes)(env)
                 spec_hash = spec.hash()
             except Exception as exc:
-                conn.send(("setup_error", _one_line(exc)))
+                conn.send(("setup_error", error_line(exc)))
                 return
             conn.send(("ready", None))
         else:
@@ -187,7 +187,7 @@ def close_pool() -> None:
         _POOL = None
 
 
-def _process_backend(
+def process_backend(
     spec: HarnessSpec,
     factory: PolicyFactory,
     tasks: list[tuple[int, int | None]],
@@ -197,6 +197,7 @@ def _process_backend(
     episode_timeout: float | None = None,
     store_obs: str = "small",
 ) -> None:
+    """The process backend: ``tasks`` (episode id, seed) played by ``workers`` processes, each finished episode to ``emit``."""
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
     pool = _shared_pool()
     pool.configure(min(workers, len(tasks)), spec_json, cloudpickle.dumps(factory), allow_imports, store_obs)
@@ -219,7 +220,7 @@ def _process_backend(
                     hung["process"].kill()
                     pool.replace(hung)
                     message = f"the episode took more than {episode_timeout:g} s; its worker was killed"
-                    emit(_failed_episode(task[0], task[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
+                    emit(failed_episode(task[0], task[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
                     pending -= 1
                 if not pending:
                     break
@@ -244,7 +245,7 @@ def _process_backend(
                     if not worker["ready"]:
                         startup_failures += 1
                         if startup_failures > 2 * len(pool.workers):
-                            raise TrajectoryError(
+                            raise RolloutError(
                                 f"rollout: worker processes die at start-up (exit code {code}); run from a script file "
                                 "(not stdin) or use backend='serial'"
                             ) from None
@@ -254,11 +255,11 @@ def _process_backend(
                     if attempts[task[0]] < 2:
                         queue.append(task)
                     else:
-                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"worker process {_death(code)} twice"), [])
+                        emit(failed_episode(task[0], task[1], spec_hash, spec_json, f"worker process {_death(code)} twice"), [])
                         pending -= 1
                     continue
                 if kind == "setup_error":
-                    raise TrajectoryError(f"rollout: workers could not build the env or policy ({payload}); check the spec and policy")
+                    raise RolloutError(f"rollout: workers could not build the env or policy ({payload}); check the spec and policy")
                 if kind == "ready":
                     worker["ready"] = True
                     continue

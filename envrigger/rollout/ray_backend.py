@@ -15,10 +15,10 @@ from envharness.spec import HarnessSpec
 from envharness.transforms.base import import_modules, user_modules
 from envrigger.data import (
     EpisodeRecord,
-    TrajectoryError,
     steps_table,
 )
-from envrigger.rollout.episode import WALL_TIMEOUT, _failed_episode, _one_line, run_episode
+from envrigger.errors import RolloutError
+from envrigger.rollout.episode import WALL_TIMEOUT, error_line, failed_episode, run_episode
 from envrigger.rollout.factories import PolicyFactory
 
 
@@ -75,7 +75,7 @@ class _RayPool:
         try:
             import ray
         except ImportError:
-            raise TrajectoryError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
+            raise RolloutError('backend ray: Ray is not installed; pip install "envharness[ray]"') from None
         address = address or os.environ.get("RAY_ADDRESS") or None
         key = repr((address, os.getcwd(), sys.path, os.environ.get("PYTHONPATH"), tuple(user_modules())))
         if ray.is_initialized() and not self.owned:
@@ -92,8 +92,8 @@ class _RayPool:
                 else:
                     ray.init(address="local", num_cpus=os.cpu_count() or 1, include_dashboard=False, **quiet)
             except ConnectionError as error:
-                raise TrajectoryError(
-                    f"backend ray: cannot join the Ray cluster at {address} ({_one_line(error)}); is it running (`ray status`)? "
+                raise RolloutError(
+                    f"backend ray: cannot join the Ray cluster at {address} ({error_line(error)}); is it running (`ray status`)? "
                     "If it uses token authentication, set RAY_AUTH_MODE=token and its token (`ray get-auth-token`)"
                 ) from None
             self.owned, self.key = True, key
@@ -123,7 +123,7 @@ class _RayPool:
         self.actors, self.owned = [], False
 
 
-_RAY_POOL = _RayPool()
+RAY_POOL = _RayPool()
 
 
 def _reachable(address: str) -> None:
@@ -134,18 +134,18 @@ def _reachable(address: str) -> None:
     host, _, port = where.rpartition(":")
     if not host or not port.isdigit():
         if address != "auto":
-            raise TrajectoryError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
+            raise RolloutError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
         return
     try:
         socket.create_connection((host, int(port)), timeout=5).close()
     except OSError as error:
-        raise TrajectoryError(
+        raise RolloutError(
             f"backend ray: cannot reach a Ray cluster at {address} ({error.strerror or error}); start one with "
             "`ray start --head`, or name none (no --ray-address, RAY_ADDRESS unset) to start a local one"
         ) from None
 
 
-def _ray_backend(
+def ray_backend(
     spec: HarnessSpec,
     factory: PolicyFactory,
     tasks: list[tuple[int, int | None]],
@@ -156,7 +156,8 @@ def _ray_backend(
     address: str | None = None,
     store_obs: str = "small",
 ) -> None:
-    pool = _RAY_POOL
+    """The Ray backend: ``tasks`` (episode id, seed) played by Ray actors on a cluster, each finished episode to ``emit``."""
+    pool = RAY_POOL
     ray = pool.connect(address)
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -194,7 +195,7 @@ def _ray_backend(
                         del flight[ref]
                         replace(actor)
                         message = f"the episode took more than {episode_timeout:g} s; its worker was killed"
-                        emit(_failed_episode(hung[0], hung[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
+                        emit(failed_episode(hung[0], hung[1], spec_hash, spec_json, message, WALL_TIMEOUT), [])
                         pending -= 1
                 if not pending:
                     break
@@ -208,23 +209,23 @@ def _ray_backend(
                     if task is None:
                         startup_failures += 1
                         if startup_failures > 2 * len(actors):
-                            raise TrajectoryError(f"rollout: Ray workers die at start-up ({_one_line(error)}); check the cluster") from None
+                            raise RolloutError(f"rollout: Ray workers die at start-up ({error_line(error)}); check the cluster") from None
                     replace(actor)
                     if task is None:
                         continue
                     if attempts[task[0]] < 2:
                         queue.append(task)
                     else:
-                        emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker failed twice: {_one_line(error)}"), [])
+                        emit(failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker failed twice: {error_line(error)}"), [])
                         pending -= 1
                     continue
                 except RayTaskError as error:
-                    cause = _one_line(error.cause) if getattr(error, "cause", None) is not None else _one_line(error)
+                    cause = error_line(error.cause) if getattr(error, "cause", None) is not None else error_line(error)
                     if task is None:
-                        raise TrajectoryError(
+                        raise RolloutError(
                             f"rollout: Ray workers could not build the env or policy ({cause}); check the spec and policy"
                         ) from None
-                    emit(_failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker: {cause}"), [])
+                    emit(failed_episode(task[0], task[1], spec_hash, spec_json, f"ray worker: {cause}"), [])
                     pending -= 1
                     idle.append(actor)
                     continue

@@ -23,15 +23,15 @@ from envharness.spec import HarnessSpec
 from envrigger.data import (
     STORE_OBS,
     EpisodeRecord,
-    TrajectoryError,
     TrajectoryStore,
 )
-from envrigger.rollout.batched import _batched
-from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, _serial_episode, run_episode
-from envrigger.rollout.factories import _check_policy, policy_factory
-from envrigger.rollout.process import _process_backend, close_pool
-from envrigger.rollout.ray_backend import _RAY_POOL, _ray_backend
-from envrigger.rollout.writer import _OrderedWriter
+from envrigger.errors import RolloutError
+from envrigger.rollout.batched import batched_backend
+from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, run_episode, serial_episode
+from envrigger.rollout.factories import check_policy, policy_factory
+from envrigger.rollout.process import close_pool, process_backend
+from envrigger.rollout.ray_backend import RAY_POOL, ray_backend
+from envrigger.rollout.writer import OrderedWriter
 
 BACKENDS = ("serial", "process", "ray")
 
@@ -43,8 +43,8 @@ def close_workers() -> None:
     They are otherwise kept for the next rollout, and end with this process.
     """
     close_pool()
-    if _RAY_POOL.actors or _RAY_POOL.owned:
-        _RAY_POOL.close()
+    if RAY_POOL.actors or RAY_POOL.owned:
+        RAY_POOL.close()
 
 
 def rollout(
@@ -108,17 +108,15 @@ def rollout(
         (5, [0, 1, 2, 3, 4])
     """
     if backend not in BACKENDS:
-        raise TrajectoryError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
+        raise RolloutError(f"backend: got {backend!r}; use one of {', '.join(BACKENDS)}")
     if batch < 1 or (batch > 1 and backend != "serial"):
-        raise TrajectoryError(
-            f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only"
-        )
+        raise RolloutError(f"batch: got {batch} with backend {backend!r}; batch is a whole number >= 1, above 1 on the serial backend only")
     if concurrency < 1 or (concurrency > 1 and (backend != "serial" or batch > 1)):
-        raise TrajectoryError(
+        raise RolloutError(
             f"concurrency: got {concurrency} with backend {backend!r}; it is a whole number >= 1, above 1 on the serial backend without batch"
         )
     if store_obs not in STORE_OBS:
-        raise TrajectoryError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
+        raise RolloutError(f"store_obs: got {store_obs!r}; use one of {', '.join(STORE_OBS)}")
     spec = (
         spec
         if isinstance(spec, HarnessSpec)
@@ -126,14 +124,14 @@ def rollout(
     )
     seed_list = list(seeds) if seeds is not None else list(range(episodes if episodes is not None else 10))
     if not seed_list:
-        raise TrajectoryError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
+        raise RolloutError("episodes: nothing to run; give episodes >= 1 or a non-empty seed list")
     factory = policy_factory(policy, policy_seed)
     allowed = tuple(allow_imports)
     # Fail here, in the caller, on a bad spec or policy, before anything is written.
     probe = spec.build(allow_imports=allowed)
     try:
         instance = factory(probe)
-        _check_policy(instance, probe)
+        check_policy(instance, probe)
         path = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="envrigger-run-"))
         fresh = not (path / "run.json").exists()  # made by this call: removed again if it fails before storing anything
         store = TrajectoryStore.create(
@@ -157,7 +155,7 @@ def rollout(
     first = store.next_episode_id()
     tasks: list[tuple[int, int | None]] = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
-    writer = _OrderedWriter(store, first, flush_steps, on_episode)
+    writer = OrderedWriter(store, first, flush_steps, on_episode)
     interrupted, failed = False, True
     try:
         if backend == "serial" and batch > 1:
@@ -165,7 +163,7 @@ def rollout(
             extra = [spec.build(allow_imports=allowed) for _ in range(min(batch, len(tasks)) - 1)]
             try:
                 envs = [probe, *extra]
-                _batched(
+                batched_backend(
                     envs, [instance, *(factory(env) for env in extra)], tasks, writer, spec_hash, spec_json, store_obs, episode_timeout
                 )
             finally:
@@ -176,11 +174,11 @@ def rollout(
         elif backend == "serial":
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
             for episode_id, seed in tasks:
-                writer(*_serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))
+                writer(*serial_episode(probe, instance, episode_id, seed, spec_hash, spec_json, episode_timeout, store_obs))
         elif backend == "process":
-            _process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout, store_obs)
+            process_backend(spec, factory, tasks, workers or os.cpu_count() or 1, writer, allowed, episode_timeout, store_obs)
         else:
-            _ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
+            ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
         failed = False
     except KeyboardInterrupt:
         interrupted = True

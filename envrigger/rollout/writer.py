@@ -17,7 +17,7 @@ from envrigger.data import (
 
 
 # -- front door --------------------------------------------------------------------------
-class _OrderedWriter:
+class OrderedWriter:
     """Buffers finished episodes and commits them to the store in episode order.
 
     Steps arrive as records (serial) or as an Arrow table in ``STEP_SCHEMA`` (from workers).

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from envharness.errors import EnvHarnessError
 from envrigger.data.sqlite import schema_objects, statements
+from envrigger.errors import SkillLibraryError
 from envrigger.skills.retrieve import bm25_rank, tokens
 
 MAX_SKILL_CHARS = 300
@@ -29,10 +29,6 @@ CREATE TABLE skills (key TEXT NOT NULL, release TEXT NOT NULL, version INTEGER N
                      PRIMARY KEY (release, key));
 """
 _ALLOWED = schema_objects(statements(_SCHEMA))  # every schema object a skill library holds: anything else is not one
-
-
-class SkillLibraryError(EnvHarnessError):
-    """A skill library file that is not one, or a skill that breaks a bound."""
 
 
 class Skill(BaseModel):
@@ -104,15 +100,13 @@ class SkillLibrary:
     """
 
     def __init__(self, path: str | Path, max_skills: int = 200) -> None:
-        from envrigger.data import TrajectoryError
         from envrigger.data.sqlite import open_ours
 
         self.path, self.max_skills = Path(path), max_skills
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:  # the project's one check of "is this SQLite file ours", made before anything is written
-            self._db = open_ours(self.path, _ALLOWED, "skill library", "give a new path or a skills.db written by envrigger", empty_ok=True)
-        except TrajectoryError as refused:
-            raise SkillLibraryError(str(refused)) from None
+        # the project's one check of "is this SQLite file ours", made before anything is written
+        hint = "give a new path or a skills.db written by envrigger"
+        self._db = open_ours(self.path, _ALLOWED, "skill library", hint, empty_ok=True, error=SkillLibraryError)
         if not self._db.execute("SELECT name FROM sqlite_master WHERE name = 'skills'").fetchone():
             self._db.execute("BEGIN IMMEDIATE")
             try:

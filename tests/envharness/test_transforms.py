@@ -43,7 +43,7 @@ from envharness.transforms import (
     WalkthroughStart,
     transform_from_spec,
 )
-from envharness.transforms.base import _bounds
+from envharness.transforms.base import field_bounds
 
 EXAMPLES = [
     MoveGoal(min_dist=2, max_dist=6),
@@ -113,7 +113,7 @@ def test_mutate_is_pure_seeded_and_within_bounds(transform):
         for name, field in type(child).model_fields.items():
             value = getattr(child, name)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                lo, hi = _bounds(field)
+                lo, hi = field_bounds(field)
                 assert lo <= value <= hi
     numeric = any(field.annotation in (int, float) or field.annotation == float | None for field in type(transform).model_fields.values())
     if numeric:

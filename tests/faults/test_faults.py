@@ -23,6 +23,7 @@ from envharness import HarnessSpec
 from envharness.cli import run_cli
 from envrigger.cli import app
 from envrigger.data import DirectoryLock, TrajectoryError, TrajectoryStore
+from envrigger.errors import LibraryError
 from envrigger.loop import run_loop
 from envrigger.rollout import rollout
 
@@ -337,7 +338,7 @@ def test_a_component_altered_in_the_database_is_never_read_as_data(tmp_path, cap
     db.execute("UPDATE components SET seeds_json='[99]' WHERE id=3")  # what a flipped bit in a row's text does
     db.commit()
     db.close()
-    with pytest.raises(TrajectoryError, match="component 3 does not match its checksum"):
+    with pytest.raises(LibraryError, match="component 3 does not match its checksum"):
         Library(tmp_path / "lib" / "library.db").components()
     assert cli("library", "list", str(tmp_path / "lib")) == 2
     assert "component 3 does not match its checksum" in capsys.readouterr().err
@@ -356,7 +357,7 @@ def test_a_damaged_wal_that_drops_committed_rows_is_refused(tmp_path, capsys):
     library.close()
     wal = copy / "library.db-wal"
     wal.write_bytes(wal.read_bytes()[: len(wal.read_bytes()) // 3])  # torn: SQLite silently ignores the tail
-    with pytest.raises(TrajectoryError, match="were committed .*-wal file was damaged or lost"):
+    with pytest.raises(LibraryError, match="were committed .*-wal file was damaged or lost"):
         Library(copy / "library.db")
     assert cli("library", "list", str(copy)) == 2
     assert "-wal file was damaged or lost" in capsys.readouterr().err
@@ -373,7 +374,7 @@ def test_a_foreign_sqlite_file_is_refused_and_left_untouched(tmp_path, capsys):
     db.commit()
     db.close()
     before = path.read_bytes()
-    with pytest.raises(TrajectoryError, match="not a library"):
+    with pytest.raises(LibraryError, match="not a library"):
         Library(path)
     assert cli("library", "list", str(path)) == 2 and "not a library" in capsys.readouterr().err
     assert path.read_bytes() == before and not path.with_name("other.db.commit.json").exists()

@@ -184,7 +184,7 @@ def test_a_collect_where_every_episode_fails_is_loud(user_module, tmp_path, caps
 def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_path):
     import os
 
-    from envrigger.data import TrajectoryError
+    from envrigger.errors import RolloutError
     from envrigger.policies import RandomPolicy
     from envrigger.rollout import rollout
 
@@ -196,11 +196,11 @@ def test_a_collect_that_fails_before_storing_anything_leaves_no_run_behind(tmp_p
         return RandomPolicy(env.action_space, seed=0)
 
     run = tmp_path / "run"
-    with pytest.raises(TrajectoryError, match="workers could not build the env or policy"):
+    with pytest.raises(RolloutError, match="workers could not build the env or policy"):
         rollout("CartPole-v1", only_here, episodes=2, backend="process", workers=2, out=run)
     assert not run.exists()
     rollout("CartPole-v1", "random", episodes=2, out=run)  # an existing run is never removed by a failed append
-    with pytest.raises(TrajectoryError):
+    with pytest.raises(RolloutError):
         rollout("CartPole-v1", only_here, episodes=2, backend="process", workers=2, out=run)
     assert len(TrajectoryStore(run)) == 2
 

@@ -34,6 +34,7 @@ from envharness import HarnessSpec
 from envharness.cli import run_cli
 from envrigger.cli import app
 from envrigger.data import TrajectoryError, TrajectoryStore
+from envrigger.errors import EnvriggerError, LedgerError
 from envrigger.ledger import Cell, EnvFactor, HarnessFactor, Ledger, ModelFactor
 from envrigger.live.calls import CallLog
 from envrigger.loop.library import Library
@@ -270,7 +271,7 @@ def test_a_copy_of_ours_with_a_foreign_schema_object_is_refused_and_left_byte_id
     db.commit()
     db.close()
     before = snapshot(tmp_path)
-    with pytest.raises(TrajectoryError, match=expected):
+    with pytest.raises(EnvriggerError, match=expected):
         open_it(path)
     assert cli(*command, str(path)) == 2 and expected in one_line(capsys)
     assert snapshot(tmp_path) == before  # byte-identical, and no -wal, -shm or commit record appeared
@@ -309,7 +310,7 @@ def test_a_file_that_is_not_ours_is_refused_and_left_byte_identical(tmp_path, ca
     path = tmp_path / f"{surface}.db"
     NOT_OURS[content](path)
     before = snapshot(tmp_path)
-    with pytest.raises(TrajectoryError, match=expected):
+    with pytest.raises(EnvriggerError, match=expected):
         open_it(path)
     assert cli(*command, str(path)) == 2 and expected in one_line(capsys)
     assert snapshot(tmp_path) == before
@@ -318,7 +319,7 @@ def test_a_file_that_is_not_ours_is_refused_and_left_byte_identical(tmp_path, ca
 def test_an_empty_file_is_not_a_ledger_and_is_left_empty(tmp_path, capsys):
     path = tmp_path / "ledger.db"
     path.touch()
-    with pytest.raises(TrajectoryError, match="not a ledger"):
+    with pytest.raises(LedgerError, match="not a ledger"):
         Ledger(path)
     assert cli("ledger", "list", str(path)) == 2 and "not a ledger" in one_line(capsys)
     assert snapshot(tmp_path) == {"ledger.db": b""}
@@ -634,7 +635,7 @@ def test_a_key_in_the_endpoint_url_is_refused_and_never_stored(tmp_path, capsys,
 
     result = TaskResult(success=False, score=0.0, steps=1, input_tokens=0, output_tokens=0, cost_usd=0.0, wall_s=0.0, tool_errors=0,
                         retries=0, human_interventions=0, irreversible=False, error=None, actions="", visits={})  # fmt: skip
-    with pytest.raises(TrajectoryError) as refused:  # the Python API refuses it where it would be written
+    with pytest.raises(LedgerError) as refused:  # the Python API refuses it where it would be written
         Ledger(ledger).add_cell(cell, [result, result], "run", release="v1")
     assert SECRET not in str(refused.value)
     assert SECRET.encode() not in b"".join(snapshot(tmp_path).values())

@@ -11,8 +11,8 @@ import statistics
 import numpy as np
 
 from envrigger.data import TrajectoryStore
-from envrigger.diagnose.model import wilson
 from envrigger.loop.gates.base import Gate, GateContext, GateResult, register_gate
+from envrigger.stats import wilson
 
 
 def agent_rollouts(context: GateContext, seeds: list[int]) -> TrajectoryStore:

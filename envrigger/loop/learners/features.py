@@ -62,7 +62,9 @@ class Features:
         return np.concatenate(chunks) if len(chunks) > 1 else chunks[0]
 
 
-class _Featurized(gym.ObservationWrapper):
+class Featurized(gym.ObservationWrapper):
+    """An env whose observations are :class:`Features` vectors (what the PPO learner trains on)."""
+
     def __init__(self, env: gym.Env, features: Features) -> None:
         super().__init__(env)
         self.features = features

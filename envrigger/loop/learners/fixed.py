@@ -17,6 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from envharness.files import write_text_atomically
+
 
 def agent_endpoint(agent: dict[str, Any]) -> Any:
     """The :class:`~envrigger.agents.Endpoint` a loop learner's agent description names (the key's variable, never the key)."""
@@ -68,7 +70,7 @@ class AgentLearner:
     def save(self, path: Path) -> Path:
         target = Path(str(path) + ".agent.json")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(self.agent, indent=2, sort_keys=True))
+        write_text_atomically(target, json.dumps(self.agent, indent=2, sort_keys=True))
         return target
 
     @classmethod

@@ -14,7 +14,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envrigger.loop.learners.features import Features, _Featurized
+from envharness.files import write_file_atomically, write_text_atomically
+from envrigger.loop.learners.features import Features, Featurized
 
 
 class TorchPolicy:
@@ -153,8 +154,8 @@ class PPOLearner:
             if logged:  # episode returns, lengths and the verdict's success for SB3's rollout/* scalars
                 from stable_baselines3.common.monitor import Monitor
 
-                return lambda: Monitor(_Featurized(_Successes(make()), self.features), info_keywords=("is_success",))
-            return lambda: _Featurized(make(), self.features)
+                return lambda: Monitor(Featurized(_Successes(make()), self.features), info_keywords=("is_success",))
+            return lambda: Featurized(make(), self.features)
 
         return DummyVecEnv([featurized(make) for make in factories])
 
@@ -216,11 +217,9 @@ class PPOLearner:
 
     def save(self, path: Path) -> Path:
         target = Path(path).with_suffix(self.suffix)
-        tmp = target.with_name(f".{target.stem}.tmp.zip")
-        self.model.save(str(tmp))
         meta = {"kind": "ppo", "seed": self.seed, "params": self.params}
-        target.with_suffix(".meta.json").write_text(json.dumps(meta))
-        tmp.replace(target)
+        write_text_atomically(target.with_suffix(".meta.json"), json.dumps(meta))
+        write_file_atomically(target, lambda tmp: self.model.save(tmp))
         return target
 
     @classmethod

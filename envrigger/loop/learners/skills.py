@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from envharness.files import write_text_atomically
 from envrigger.skills import Skill, Trace, extract_skills
 from envrigger.skills.induce import induce_skills
 
@@ -144,7 +145,7 @@ class SkillsLearner:
             "agent": self.agent, "induce": self.induce, "max_skills": self.max_skills, "rounds": self.rounds,
             "refused": self.refused, "skills": [s.model_dump(mode="json") for s in self.skills],
         }  # fmt: skip
-        target.write_text(json.dumps(state, indent=2, sort_keys=True))
+        write_text_atomically(target, json.dumps(state, indent=2, sort_keys=True))
         return target
 
     @classmethod

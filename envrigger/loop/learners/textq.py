@@ -39,6 +39,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envharness.files import write_file_atomically
+
 TEXTQ_DEFAULTS: dict[str, Any] = {
     "bits": 18,  # 2**bits weights
     "learning_rate": 0.2,  # spread over the features of each pair
@@ -357,7 +359,6 @@ class TextQLearner:
 
     def save(self, path: Path) -> Path:
         target = Path(path).with_suffix(self.suffix)
-        tmp = target.with_name(f".{target.stem}.tmp.npz")
         meta = {
             "kind": self.kind,
             "seed": self.seed,
@@ -370,8 +371,12 @@ class TextQLearner:
             "meta": np.array(json.dumps(meta)),
             **_pack(self._buffer),
         }
-        np.savez(tmp, **arrays)
-        tmp.replace(target)
+
+        def write(tmp: Path) -> None:
+            with open(tmp, "wb") as handle:  # a file, not a path: numpy would add .npz to the temporary name
+                np.savez(handle, **arrays)
+
+        write_file_atomically(target, write)
         return target
 
     @classmethod

@@ -13,6 +13,7 @@ import pytest
 
 from envrigger.data import EpisodeRecord, StepRecord, TrajectoryError, TrajectoryStore
 from envrigger.data.jsonl import export_jsonl, import_jsonl
+from envrigger.errors import RolloutError
 from envrigger.rollout import rollout
 
 
@@ -233,7 +234,7 @@ def test_which_observations_are_stored_whole_is_a_documented_choice(tmp_path):
     fit_steps = [s for _, steps in fit.iter_episode_steps() for s in steps]
     assert all(s.obs is None for s in small_steps) and all(s.obs is not None for s in fit_steps)
     assert [s.obs_digest for s in small_steps] == [s.obs_digest for s in fit_steps]  # the digests are kept either way
-    with pytest.raises(TrajectoryError, match="store_obs"):
+    with pytest.raises(RolloutError, match="store_obs"):
         rollout("CartPole-v1", episodes=1, store_obs="most", out=tmp_path / "bad")
 
 

@@ -13,9 +13,9 @@ from envrigger.cli import app
 from envrigger.data import TrajectoryStore
 from envrigger.data.jsonl import import_jsonl
 from envrigger.diagnose import DiagnoseConfig, diagnose
-from envrigger.diagnose.model import wilson
 from envrigger.policies.reference import MiniGridPlanner, TabularPlanner
 from envrigger.rollout import rollout
+from envrigger.stats import wilson
 
 
 class Oscillator:

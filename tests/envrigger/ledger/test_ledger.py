@@ -28,7 +28,7 @@ from envrigger.agents import default_harness
 from envrigger.agents.scripted import ChatServer
 from envrigger.agents.scripted import repair_model as model
 from envrigger.cli import app
-from envrigger.data import TrajectoryError
+from envrigger.errors import LedgerError
 from envrigger.ledger import Ledger, compare
 
 pytest.importorskip("openai", reason='the chat agent needs the llm extra: pip install "envharness[llm]"')
@@ -195,7 +195,7 @@ def test_a_release_of_a_python_policy_and_one_of_an_endpoint_cannot_be_crossed(w
     ledger = _copy(world, tmp_path)
     assert cli("ledger", "eval", str(ledger), "--release", "scripted-fixer", "--policy", "reference") == 0
     assert Ledger(ledger).results(Ledger(ledger).release("scripted-fixer")["cell"])[0].success
-    with pytest.raises(TrajectoryError, match="cannot be crossed"):
+    with pytest.raises(LedgerError, match="cannot be crossed"):
         compare(Ledger(ledger), "v1", "scripted-fixer")
 
 

@@ -10,7 +10,7 @@ from stored import content as _content
 
 import envharness
 from envharness import HarnessSpec
-from envrigger.data import TrajectoryError
+from envrigger.errors import RolloutError
 from envrigger.rollout import rollout
 
 SPEC = HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0", transforms=[{"name": "ActionSlip", "params": {"p": 0.2}}])
@@ -70,9 +70,9 @@ def test_an_error_in_one_batched_episode_is_recorded_against_that_episode_only(t
 
 
 def test_batch_is_refused_off_the_serial_backend_and_below_one(tmp_path):
-    with pytest.raises(TrajectoryError, match="batch"):
+    with pytest.raises(RolloutError, match="batch"):
         rollout("CartPole-v1", episodes=2, batch=4, backend="process", out=tmp_path / "a")
-    with pytest.raises(TrajectoryError, match="batch"):
+    with pytest.raises(RolloutError, match="batch"):
         rollout("CartPole-v1", episodes=2, batch=0, out=tmp_path / "b")
 
 

@@ -17,7 +17,8 @@ import pytest
 from stored import content as _content
 
 from envharness import HarnessSpec
-from envrigger.data import TrajectoryError, TrajectoryStore
+from envrigger.data import TrajectoryStore
+from envrigger.errors import RolloutError
 from envrigger.rollout import rollout
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
@@ -55,9 +56,9 @@ def _stop_processes_of(marks: tuple[str, ...]) -> None:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A head node with 2 CPUs on a free port and a temp dir of its own, whose processes (and only those) are killed afterwards."""
-    from envrigger.rollout.ray_backend import _RAY_POOL
+    from envrigger.rollout.ray_backend import RAY_POOL
 
-    _RAY_POOL.close()  # this process's own local Ray, if an earlier test started one: `--ray-address auto` must find the head node
+    RAY_POOL.close()  # this process's own local Ray, if an earlier test started one: `--ray-address auto` must find the head node
     port = _free_port()
     root = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
     # The head writes its address to <temp-dir>/ray_current_cluster; a driver looks in $RAY_TMPDIR/ray/.
@@ -141,10 +142,10 @@ def test_collect_ray_address_auto_joins_the_running_cluster(cluster, tmp_path):
 
 
 def test_an_address_where_no_cluster_runs_is_one_clear_error(tmp_path, monkeypatch):
-    from envrigger.rollout.ray_backend import _RAY_POOL
+    from envrigger.rollout.ray_backend import RAY_POOL
 
-    _RAY_POOL.close()
+    RAY_POOL.close()
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")
-    with pytest.raises(TrajectoryError, match="cannot reach a Ray cluster at 127.0.0.1"):
+    with pytest.raises(RolloutError, match="cannot reach a Ray cluster at 127.0.0.1"):
         rollout("FrozenLake-v1", "random", episodes=2, backend="ray", out=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing left behind

@@ -11,6 +11,7 @@ from stored import content as _content
 import envharness
 from envharness import HarnessSpec
 from envrigger.data import TrajectoryError
+from envrigger.errors import RolloutError
 from envrigger.rollout import rollout
 
 SPEC = HarnessSpec(
@@ -111,9 +112,9 @@ def test_appending_a_second_rollout_continues_episode_ids(tmp_path):
 
 
 def test_bad_backend_and_empty_seeds_are_clear_errors(tmp_path):
-    with pytest.raises(TrajectoryError, match="backend"):
+    with pytest.raises(RolloutError, match="backend"):
         rollout("CartPole-v1", backend="gpu", out=tmp_path / "a")
-    with pytest.raises(TrajectoryError, match="episodes"):
+    with pytest.raises(RolloutError, match="episodes"):
         rollout("CartPole-v1", seeds=[], out=tmp_path / "b")
     with pytest.raises(TrajectoryError, match="policy"):
         rollout("CartPole-v1", "genius", out=tmp_path / "c")
