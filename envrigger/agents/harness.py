@@ -142,20 +142,30 @@ class AgentHarness(BaseModel):
 def default_harness(env_id: str | None = None, output: str = "text") -> AgentHarness:
     """A good starting harness for ``env_id``: its family's own (see :mod:`envrigger.families`), else the plain one.
 
+    An id Gymnasium does not know here (an env a user's module registers) gets the plain one too.
+
     Example:
         >>> default_harness("envharness/CodeRepair-v0").output
         'text'
         >>> "Commands" in default_harness("envharness/TextWorld-v0").turn_template
         True
-        >>> default_harness("CartPole-v1") == AgentHarness()
+        >>> default_harness("CartPole-v1") == AgentHarness() == default_harness("MyText-v0")
         True
     """
     if output not in ("text", "tools"):
         raise SpecError(f"output: got {output!r}; use text or tools")
-    found = family(family_of_id(env_id)) if env_id else None
+    found = family(_family_of(env_id)) if env_id else None
     if found is not None and found.has("agent_harness"):
         return cast(AgentHarness, found.agent_harness(output))  # type: ignore[misc]
     return AgentHarness(output=output)  # type: ignore[arg-type]
+
+
+def _family_of(env_id: str) -> str:
+    """The family of ``env_id``; an id not registered here (a user's env, its module not imported) is generic."""
+    try:
+        return family_of_id(env_id)
+    except SpecError:  # EnvNotFoundError among them
+        return "generic"
 
 
 __all__ = ["AgentHarness", "ContextPolicy", "ParseRules", "Sampling", "default_harness", "render"]
