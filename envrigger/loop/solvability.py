@@ -24,6 +24,7 @@ otherwise the reshaping is a shortcut around that part of the task.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from envharness.adapters.minigrid_search import MAX_STATES, Fact
@@ -73,7 +74,7 @@ def search_levels(spec: HarnessSpec, seeds: list[int], max_states: int = MAX_STA
             env.reset(seed=int(seed))
             raw = env.unwrapped
             raw.render_mode = None
-            found.append(search.solve(raw, env.adapter.time_limit() or int(raw.max_steps), max_states)[0])
+            found.append(_search(raw, env.adapter.time_limit() or int(raw.max_steps), max_states, search=search))
         return found
     finally:
         env.close()
@@ -85,8 +86,19 @@ kind), a door standing open (that one, or any)."""
 
 
 def _level_search(env: Any) -> LevelSearch:
-    """The level search of ``env``'s family (a named absence if it has none)."""
+    """The level search of ``env``'s family (a wrapped env or a base env; a named absence if it has none)."""
     return family_of(env).part("search")  # type: ignore[no-any-return]
+
+
+def _holds(raw: Any, goal: Subgoal, search: LevelSearch | None = None) -> bool:
+    return goal in (search or _level_search(raw)).facts(raw)
+
+
+def _search(
+    raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None = None, search: LevelSearch | None = None
+) -> bool | None:
+    """Whether a win is reachable from ``raw``'s current state (states where ``avoid`` holds are never entered)."""
+    return (search or _level_search(raw)).solve(raw, limit, max_states, avoid)[0]
 
 
 def _level(spec: HarnessSpec, seed: int) -> tuple[Any, Any, int, LevelSearch]:
@@ -114,14 +126,14 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
     env, raw, limit, search = _level(spec, seed)
     try:
         start = search.save_state(raw)
-        if search.solve(raw, limit, max_states)[0] is not True:
+        if _search(raw, limit, max_states, search=search) is not True:
             return None  # unsolvable or undecided: no solution to read subgoals from
         found: list[Subgoal] = []
         for goal in search.offered(raw):
             search.restore_state(raw, start)
-            if goal in search.facts(raw):
+            if _holds(raw, goal, search):
                 continue
-            avoided = search.solve(raw, limit, max_states, lambda r, g=goal: g in search.facts(r))[0]  # type: ignore[misc]
+            avoided = _search(raw, limit, max_states, lambda r, g=goal: _holds(r, g, search), search)  # type: ignore[misc]
             if avoided is None:
                 return None
             if avoided is False:
@@ -155,9 +167,9 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
         out: list[Subgoal] = []
         for goal in goals:
             search.restore_state(raw, start)
-            if goal in search.facts(raw) or goal in passed:
+            if _holds(raw, goal, search) or goal in passed:
                 continue
-            won = search.solve(raw, limit, max_states, lambda r, g=goal: g in search.facts(r))[0]  # type: ignore[misc]
+            won = _search(raw, limit, max_states, lambda r, g=goal: _holds(r, g, search), search)  # type: ignore[misc]
             if won is None:
                 return None
             if won:
