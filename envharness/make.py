@@ -1,6 +1,6 @@
 """Making base envs from ids: ``gymnasium.make`` with clear errors, and which ``module:`` ids may import.
 
-Contains :func:`make_base`, :func:`allowing_imports` and :func:`check_env_id`. The harness,
+Contains :func:`make_base`, :func:`registration`, :func:`allowing_imports` and :func:`check_env_id`. The harness,
 specs and link transforms all make base envs here, so none of them imports another to do it.
 """
 
@@ -64,6 +64,15 @@ def check_env_id(env_id: str) -> None:
 _SPEC_ENTRY_KWARGS = frozenset({"spec", "allow_imports"})
 
 
+def registration(env_id: str) -> Any:
+    """The Gymnasium registration (``EnvSpec``) of ``env_id``, importing MiniGrid or our own envs on demand for their ids; None if unregistered."""
+    if env_id not in gym.registry:
+        for prefix, module in _LAZY_NAMESPACES.items():
+            if env_id.startswith(prefix):
+                __import__(module)
+    return gym.registry.get(env_id)
+
+
 def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     """``gymnasium.make`` with clear errors, importing MiniGrid on demand for its ids."""
     check_env_id(env_id)
@@ -71,11 +80,7 @@ def make_base(env_id: str, **make_kwargs: Any) -> gym.Env:
     limit = make_kwargs.get("max_episode_steps")
     if limit is not None and (type(limit) is not int or limit < 1):
         raise SpecError(f"env_kwargs.max_episode_steps: got {limit!r}; give a positive whole number of steps")
-    if env_id not in gym.registry:
-        for prefix, module in _LAZY_NAMESPACES.items():
-            if env_id.startswith(prefix):
-                __import__(module)
-    registered = gym.registry.get(env_id)
+    registered = registration(env_id)
     overridden = sorted(_SPEC_ENTRY_KWARGS & set(make_kwargs))
     if registered is not None and registered.entry_point == "envharness.spec:make_harness" and overridden:
         raise SpecError(

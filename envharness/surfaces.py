@@ -45,7 +45,7 @@ class AdapterView:
 
     @property
     def family(self) -> str:
-        """The adapter family: ``minigrid``, ``toy_text``, ``classic_control``, ``code_repair`` or ``generic``."""
+        """The adapter family key (``minigrid``, ``toy_text``, ``classic_control``, ``code_repair``, ``textworld``, ``generic``...): a family's parts register under it."""
         return self._target().family
 
     @property

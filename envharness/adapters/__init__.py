@@ -1,7 +1,10 @@
 """Adapters: one per benchmark family, chosen by the unwrapped env's class.
 
-Contains :data:`ADAPTERS` (tried in order; the generic :class:`Adapter` is the fallback)
-and :func:`adapter_for`.
+Contains the adapter registry (:data:`ADAPTERS`, tried in order, a subclass before its
+parent, the generic :class:`Adapter` the fallback; :func:`register_adapter`,
+:func:`adapter_for`, :func:`family_of_id`) and the adapters of the built-in families.
+Every module of this package is imported with it, so a family module registers its
+adapters (``@register_adapter``) by being here: adding a family edits no list.
 
 Example:
     >>> import gymnasium as gym
@@ -13,39 +16,20 @@ Example:
 
 from __future__ import annotations
 
-import gymnasium as gym
+import importlib
+import pkgutil
 
 from envharness.adapters.base import Adapter, grid_distances
 from envharness.adapters.classic_control import AcrobotAdapter, CartPoleAdapter, MountainCarAdapter, PhysicsCartPoleAdapter
 from envharness.adapters.code_repair import CodeRepairAdapter, HumanEvalFixAdapter
 from envharness.adapters.minigrid import MiniGridAdapter
+from envharness.adapters.registry import ADAPTERS, adapter_class_for, adapter_families, adapter_for, family_of_id, register_adapter
 from envharness.adapters.textworld import TextWorldAdapter
 from envharness.adapters.toy_text import CliffWalkingAdapter, FrozenLakeAdapter, GeneratedFrozenLakeAdapter, TaxiAdapter
 
-ADAPTERS: list[type[Adapter]] = [
-    MiniGridAdapter,
-    GeneratedFrozenLakeAdapter,  # before FrozenLakeAdapter: a subclass of its env
-    FrozenLakeAdapter,
-    TaxiAdapter,
-    CliffWalkingAdapter,
-    CartPoleAdapter,
-    PhysicsCartPoleAdapter,
-    MountainCarAdapter,
-    AcrobotAdapter,
-    HumanEvalFixAdapter,  # before CodeRepairAdapter: a subclass of its env
-    CodeRepairAdapter,
-    TextWorldAdapter,
-]
-
-
-def adapter_for(env: gym.Env) -> Adapter:
-    """The adapter serving ``env``: the first in :data:`ADAPTERS` that matches, else the generic one."""
-    raw = env.unwrapped
-    for cls in ADAPTERS:
-        if cls.matches(raw):
-            return cls(env)
-    return Adapter(env)
-
+# The family modules register their adapters on import; a new module here is found without an edit.
+for _module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "ADAPTERS",
@@ -62,6 +46,10 @@ __all__ = [
     "PhysicsCartPoleAdapter",
     "TaxiAdapter",
     "TextWorldAdapter",
+    "adapter_class_for",
+    "adapter_families",
     "adapter_for",
+    "family_of_id",
     "grid_distances",
+    "register_adapter",
 ]

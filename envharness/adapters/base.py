@@ -115,8 +115,8 @@ class Adapter:
         self._unpicklable: set[tuple[int, str]] = set()
 
     @classmethod
-    def matches(cls, raw: gym.Env) -> bool:
-        """Whether this adapter serves the unwrapped env ``raw``."""
+    def matches(cls, env_type: type) -> bool:
+        """Whether this adapter serves envs of the unwrapped class ``env_type``."""
         return True
 
     def require(self, capability: str, transform: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from envharness.adapters.base import Adapter, digest
+from envharness.adapters.registry import register_adapter
 from envharness.errors import SpecError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
@@ -59,8 +60,8 @@ class ClassicControlAdapter(Adapter):
         self.state_attrs = ("state", *(attr for attrs in self.physics.values() for attr in attrs))
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
-        return type(raw).__name__ == cls.env_class
+    def matches(cls, env_type: type) -> bool:
+        return env_type.__name__ == cls.env_class
 
     def observe(self) -> Any:
         return np.array(self.raw.state, dtype=np.float32)
@@ -110,6 +111,7 @@ class ClassicControlAdapter(Adapter):
         """Recompute constants derived from the physical ones."""
 
 
+@register_adapter
 class CartPoleAdapter(ClassicControlAdapter):
     """CartPole: success is surviving the registered time limit without the pole falling.
 
@@ -175,6 +177,7 @@ class CartPoleAdapter(ClassicControlAdapter):
         return RUNNING
 
 
+@register_adapter
 class PhysicsCartPoleAdapter(CartPoleAdapter):
     """:class:`~envharness.envs.generated.PhysicsCartPole`: CartPole's verifier; the level is the physics drawn at reset.
 
@@ -191,6 +194,7 @@ class PhysicsCartPoleAdapter(CartPoleAdapter):
     env_class = "PhysicsCartPole"
 
 
+@register_adapter
 class MountainCarAdapter(ClassicControlAdapter):
     """MountainCar: success is reaching the registered goal position with the registered goal velocity.
 
@@ -237,6 +241,7 @@ class MountainCarAdapter(ClassicControlAdapter):
         return RUNNING
 
 
+@register_adapter
 class AcrobotAdapter(ClassicControlAdapter):
     """Acrobot: success is the tip swung above the bar's height.
 

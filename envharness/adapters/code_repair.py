@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from envharness.adapters.base import Adapter, digest
+from envharness.adapters.registry import register_adapter
 from envharness.envs.code_tasks import CodeTask
 from envharness.toolcall import tool_name
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
@@ -44,6 +45,7 @@ def same_code(a: str, b: str) -> bool:
         return a == b
 
 
+@register_adapter
 class CodeRepairAdapter(Adapter):
     """Judges a submission by the pristine hidden tests; exposes files for state transforms.
 
@@ -79,10 +81,10 @@ class CodeRepairAdapter(Adapter):
         return TASKS
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from envharness.envs.code_repair import CodeRepairEnv
 
-        return isinstance(raw, CodeRepairEnv)
+        return issubclass(env_type, CodeRepairEnv)
 
     def begin_episode(self) -> None:
         from envharness.envs.code_repair import hidden_count, suite_tests
@@ -224,6 +226,7 @@ class CodeRepairAdapter(Adapter):
             self.note_setup("open_file", path)  # the first observation differs: another start
 
 
+@register_adapter
 class HumanEvalFixAdapter(CodeRepairAdapter):
     """The code-repair adapter for HumanEvalFix: the registry is the built task set; levels are grouped by problem.
 
@@ -244,7 +247,7 @@ class HumanEvalFixAdapter(CodeRepairAdapter):
         return tuple(task_set().tasks)
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from envharness.envs.humaneval import HumanEvalFixEnv
 
-        return isinstance(raw, HumanEvalFixEnv)
+        return issubclass(env_type, HumanEvalFixEnv)

@@ -16,6 +16,7 @@ import numpy as np
 from minigrid.core.actions import Actions
 
 from envharness.adapters.base import Adapter, _env_name, _looser, digest, grid_distances, pick_by_distance
+from envharness.adapters.registry import register_adapter
 from envharness.errors import EnvNotFoundError, SpecError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
@@ -40,14 +41,15 @@ def _private_copy(raw: Any) -> Any:
     return probe
 
 
-def _is_minigrid(raw: Any) -> bool:
+def _is_minigrid(env_type: type) -> bool:
     try:
         from minigrid.minigrid_env import MiniGridEnv
     except ImportError:  # minigrid is a dependency, but keep the generic path alive without it
         return False
-    return isinstance(raw, MiniGridEnv)
+    return issubclass(env_type, MiniGridEnv)
 
 
+@register_adapter
 class MiniGridAdapter(Adapter):
     """Reads and edits a MiniGrid grid; judges by the goal tile snapshotted at reset.
 
@@ -99,8 +101,8 @@ class MiniGridAdapter(Adapter):
         speed_up(self.raw)  # the identical observation, four times faster (most of a step's time)
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
-        return _is_minigrid(raw)
+    def matches(cls, env_type: type) -> bool:
+        return _is_minigrid(env_type)
 
     def _probe(self, raw: Any) -> Any:
         """A private copy of ``raw`` after a reset: what its levels look like."""

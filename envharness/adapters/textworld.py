@@ -12,9 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from envharness.adapters.base import Adapter, digest
+from envharness.adapters.registry import register_adapter
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 
+@register_adapter
 class TextWorldAdapter(Adapter):
     """Judges by the game's own won/lost; a level is one generated game, identified by its compiled file.
 
@@ -50,10 +52,10 @@ class TextWorldAdapter(Adapter):
         self._prefix: tuple[str, ...] = ()
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from envharness.envs.textworld_games import TextWorldEnv
 
-        return isinstance(raw, TextWorldEnv)
+        return issubclass(env_type, TextWorldEnv)
 
     def begin_episode(self) -> None:
         raw = self.raw

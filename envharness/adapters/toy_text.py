@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from envharness.adapters.base import Adapter, digest, grid_distances, pick_by_distance
+from envharness.adapters.registry import register_adapter
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
 
 _GOAL, _HOLE = ord("G"), ord("H")
@@ -36,6 +37,7 @@ class ToyTextAdapter(Adapter):
         return digest(getattr(self.raw, "desc", None), int(self.raw.s))
 
 
+@register_adapter
 class FrozenLakeAdapter(ToyTextAdapter):
     """FrozenLake: edit the map (goal, start, holes); success is reaching a ``G`` tile.
 
@@ -72,10 +74,10 @@ class FrozenLakeAdapter(ToyTextAdapter):
         self._seen: dict[tuple[bytes, tuple[int, ...], int], dict[str, float]] = {}  # level features by (map, start)
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv
 
-        return isinstance(raw, FrozenLakeEnv)
+        return issubclass(env_type, FrozenLakeEnv)
 
     def _read_dynamics(self) -> dict[str, Any]:
         """Recover ``is_slippery``, ``success_rate`` and ``reward_schedule`` from the transition table."""
@@ -210,6 +212,7 @@ class FrozenLakeAdapter(ToyTextAdapter):
         return changed
 
 
+@register_adapter
 class TaxiAdapter(ToyTextAdapter):
     """Taxi: success is a drop-off of the passenger at the destination set at reset.
 
@@ -236,10 +239,10 @@ class TaxiAdapter(ToyTextAdapter):
         self._fickle = bool(getattr(self.raw, "fickle_passenger", False))
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from gymnasium.envs.toy_text.taxi import TaxiEnv
 
-        return isinstance(raw, TaxiEnv)
+        return issubclass(env_type, TaxiEnv)
 
     def _decode(self) -> tuple[int, int, int, int]:
         row, col, passenger, destination = (int(v) for v in self.raw.decode(self.raw.s))
@@ -301,6 +304,7 @@ class TaxiAdapter(ToyTextAdapter):
         return True
 
 
+@register_adapter
 class CliffWalkingAdapter(ToyTextAdapter):
     """CliffWalking: success is reaching the bottom-right goal within 200 steps; the start cell can move.
 
@@ -329,10 +333,10 @@ class CliffWalkingAdapter(ToyTextAdapter):
         self._goal_state = int(np.ravel_multi_index((raw.shape[0] - 1, raw.shape[1] - 1), raw.shape))
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from gymnasium.envs.toy_text.cliffwalking import CliffWalkingEnv
 
-        return isinstance(raw, CliffWalkingEnv)
+        return issubclass(env_type, CliffWalkingEnv)
 
     def _distances_to_goal(self) -> np.ndarray:
         rows, cols = self.raw.shape
@@ -372,6 +376,7 @@ class CliffWalkingAdapter(ToyTextAdapter):
         return True
 
 
+@register_adapter
 class GeneratedFrozenLakeAdapter(FrozenLakeAdapter):
     """:class:`~envharness.envs.generated.GeneratedFrozenLake`: a new map at every reset, observed as a grid.
 
@@ -392,10 +397,10 @@ class GeneratedFrozenLakeAdapter(FrozenLakeAdapter):
     """
 
     @classmethod
-    def matches(cls, raw: Any) -> bool:
+    def matches(cls, env_type: type) -> bool:
         from envharness.envs.generated import GeneratedFrozenLake
 
-        return isinstance(raw, GeneratedFrozenLake)
+        return issubclass(env_type, GeneratedFrozenLake)
 
     def on_base_reset(self) -> None:
         self._edited = False

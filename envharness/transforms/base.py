@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Self, cast
+from typing import Annotated, Any, ClassVar, Literal, Self, cast
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
@@ -54,8 +54,10 @@ class Transform(BaseModel):
 
     Subclasses declare ``kind`` (one of state, rule, observation, link), the weakness
     names they ``targets`` (read by the proposer), whether they ``requires_state_access``,
-    the adapter ``capability`` they need, and (without one) the envs they apply to,
-    ``works_on``, as ``envharness transforms`` shows it. Parameters are pydantic fields with bounds.
+    the adapter ``capability`` they need, and the adapter families they are written for,
+    ``families`` (family keys such as ``("minigrid",)``, or ``"any"``; see
+    :meth:`works_on_family`), with ``works_on`` saying so in words for ``envharness transforms``.
+    Parameters are pydantic fields with bounds.
 
     Example:
         >>> from envharness.transforms import StepBudget
@@ -74,6 +76,7 @@ class Transform(BaseModel):
     targets: ClassVar[tuple[str, ...]] = ()
     requires_state_access: ClassVar[bool] = False
     capability: ClassVar[str | None] = None
+    families: ClassVar[tuple[str, ...] | Literal["any"]] = "any"
     works_on: ClassVar[str] = "any env"
 
     def __init__(self, **params: Any) -> None:
@@ -99,6 +102,17 @@ class Transform(BaseModel):
         """
         if self.capability is not None:
             adapter.require(self.capability, self.name)
+
+    @classmethod
+    def works_on_family(cls, family: str) -> bool:
+        """Whether this transform is written for envs of the adapter family ``family`` (by its ``families``).
+
+        Example:
+            >>> from envharness.transforms import BlockVerb, StepBudget
+            >>> BlockVerb.works_on_family("textworld"), BlockVerb.works_on_family("minigrid"), StepBudget.works_on_family("minigrid")
+            (True, False, True)
+        """
+        return cls.families == "any" or family in cls.families
 
     def proposable(self, adapter: Any) -> bool:
         """Whether an automatic proposer should offer this reshaping for this env (``adapter`` is an AdapterView)."""

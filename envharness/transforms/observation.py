@@ -49,6 +49,7 @@ class ObservationNoise(ObservationTransform):
         (dtype('float32'), True)
     """
 
+    families: ClassVar[tuple[str, ...]] = ("classic_control",)
     works_on: ClassVar[str] = "float Box observations (classic control)"
     targets: ClassVar[tuple[str, ...]] = ("high_variance", "reward_without_success")
 
@@ -78,6 +79,7 @@ class MaskObservation(ObservationTransform):
         [0.0, 0.0]
     """
 
+    families: ClassVar[tuple[str, ...]] = ("classic_control",)
     works_on: ClassVar[str] = "flat Box observations (classic control)"
     targets: ClassVar[tuple[str, ...]] = ("feature_region", "high_variance")
 
@@ -117,6 +119,7 @@ class PartialView(ObservationTransform):
         6
     """
 
+    families: ClassVar[tuple[str, ...]] = ("minigrid",)
     works_on: ClassVar[str] = "MiniGrid"
     targets: ClassVar[tuple[str, ...]] = ("loop", "feature_region:goal_distance")
 
@@ -150,6 +153,7 @@ class TextHint(ObservationTransform):
         'use the key to open the door and then get to the goal Hint: pick up the key first'
     """
 
+    families: ClassVar[tuple[str, ...]] = ("textworld", "code_repair", "minigrid")
     works_on: ClassVar[str] = "text observations (TextWorld, CodeRepair, MiniGrid missions)"
     targets: ClassVar[tuple[str, ...]] = ("loop", "timeout", "tool_error")
 
@@ -245,6 +249,7 @@ class TruncateText(ObservationTransform):
         20
     """
 
+    families: ClassVar[tuple[str, ...]] = ("textworld", "code_repair")
     works_on: ClassVar[str] = "text observations (TextWorld, CodeRepair)"
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "loop", "timeout")
 
@@ -280,6 +285,7 @@ class ImageOnly(ObservationTransform):
         ((7, 7, 3), (7, 7, 3))
     """
 
+    families: ClassVar[tuple[str, ...]] = ("minigrid",)
     works_on: ClassVar[str] = "Dict observations with a Box field (MiniGrid)"
     targets: ClassVar[tuple[str, ...]] = ()
 

@@ -263,6 +263,7 @@ class BlockTool(RuleTransform):
         'tool run_tests is not available'
     """
 
+    families: ClassVar[tuple[str, ...]] = ("code_repair",)
     works_on: ClassVar[str] = "CodeRepair (JSON tool calls)"
     targets: ClassVar[tuple[str, ...]] = ("tool_error", "retry", "repeated_action")
 
@@ -293,6 +294,7 @@ class ToolCost(RuleTransform):
         -0.5
     """
 
+    families: ClassVar[tuple[str, ...]] = ("code_repair",)
     works_on: ClassVar[str] = "CodeRepair (JSON tool calls)"
     targets: ClassVar[tuple[str, ...]] = ("retry", "repeated_action", "timeout")
 
@@ -324,6 +326,7 @@ class BlockVerb(RuleTransform):
         (Blocked('look is not available'), 0)
     """
 
+    families: ClassVar[tuple[str, ...]] = ("textworld",)
     works_on: ClassVar[str] = "TextWorld (commands listed in the observation)"
     targets: ClassVar[tuple[str, ...]] = ("noop_action", "repeated_action", "loop")
 

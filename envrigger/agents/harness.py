@@ -1,7 +1,7 @@
 """The agent's own loop as data: prompts, context policy, output mode, parsing, retries, sampling.
 
 Contains :class:`AgentHarness` (with :class:`Sampling`, :class:`ContextPolicy`,
-:class:`ParseRules`), :func:`default_harness` (a good default for an env) and
+:class:`ParseRules`), :func:`default_harness` (an env family's own harness, else a plain one) and
 :func:`render` (templates rendered bounded and read-only in jinja2's immutable sandbox,
 since harness files are data: see :mod:`envrigger.agents.template`).
 An ``AgentHarness`` is to an LLM agent what a ``HarnessSpec`` is to an env: a JSON file,
@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from envharness.adapters import family_of_id
 from envharness.errors import SpecError
 from envrigger.agents.template import compile_template, render
+from envrigger.families import family
 
 
 class Sampling(BaseModel):
@@ -137,44 +139,33 @@ class AgentHarness(BaseModel):
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-TEXTWORLD_SYSTEM = (
-    "You play a text adventure. Each turn you see what happened and the commands you can type. "
-    "Reach the objective in as few commands as you can."
-)
-TEXTWORLD_TURN = "{{ observation }}\n\nCommands:\n{% for c in commands %}- {{ c }}\n{% endfor %}\nReply with one command from the list."
-CODE_SYSTEM = (
-    "You repair a bug in a small Python module with tools: list, view, replace, run_tests and submit. "
-    "Look at the module, fix it, run the visible tests, then submit. Submitting ends the episode."
-)
-CODE_TEXT_TURN = (
-    '{{ observation }}\n\nReply with exactly one JSON tool call, e.g. {"tool": "view", "path": "calc.py"} or {"tool": "submit"}.'
-)
-
-
 def default_harness(env_id: str | None = None, output: str = "text") -> AgentHarness:
-    """A good starting harness for ``env_id`` (TextWorld and code repair have their own).
+    """A good starting harness for ``env_id``: its family's own (see :mod:`envrigger.families`), else the plain one.
+
+    An id Gymnasium does not know here (an env a user's module registers) gets the plain one too.
 
     Example:
         >>> default_harness("envharness/CodeRepair-v0").output
         'text'
         >>> "Commands" in default_harness("envharness/TextWorld-v0").turn_template
         True
+        >>> default_harness("CartPole-v1") == AgentHarness() == default_harness("MyText-v0")
+        True
     """
     if output not in ("text", "tools"):
         raise SpecError(f"output: got {output!r}; use text or tools")
-    if env_id and "TextWorld" in env_id:
-        return AgentHarness(system_prompt=TEXTWORLD_SYSTEM, task_template=TEXTWORLD_TURN, turn_template=TEXTWORLD_TURN, output=output)  # type: ignore[arg-type]
-    if env_id and ("CodeRepair" in env_id or "HumanEvalFix" in env_id):
-        turn = CODE_TEXT_TURN if output == "text" else "{{ observation }}"
-        return AgentHarness(
-            system_prompt=CODE_SYSTEM,
-            task_template=turn,
-            turn_template=turn,
-            output=output,  # type: ignore[arg-type]
-            parse=ParseRules(strip=" \t\r\n"),
-            max_calls=60,
-        )
+    found = family(_family_of(env_id)) if env_id else None
+    if found is not None and found.has("agent_harness"):
+        return cast(AgentHarness, found.agent_harness(output))  # type: ignore[misc]
     return AgentHarness(output=output)  # type: ignore[arg-type]
+
+
+def _family_of(env_id: str) -> str:
+    """The family of ``env_id``; an id not registered here (a user's env, its module not imported) is generic."""
+    try:
+        return family_of_id(env_id)
+    except SpecError:  # EnvNotFoundError among them
+        return "generic"
 
 
 __all__ = ["AgentHarness", "ContextPolicy", "ParseRules", "Sampling", "default_harness", "render"]

@@ -1,21 +1,23 @@
 """An env as a chat: its observation as text, a model's reply (or tool call) as its action.
 
-Contains :class:`TextView` and :func:`text_view`, which picks the view of an env: a
-command list (TextWorld: the reply names one of the listed commands, the action is its
-index), code repair (the reply is a JSON tool call, or an OpenAI function call to one of
-its five tools) or any env whose observations and actions are text.
+Contains :class:`TextView`, :func:`text_view`, which picks the view of an env (its family's
+own, registered in :mod:`envrigger.families`: code repair's reply is a JSON tool call, or an
+OpenAI function call to one of its five tools), and :func:`view_from_spaces`, the view of
+any env that lists its commands (TextWorld: the reply names one of the listed commands,
+the action is its index) or whose observations and actions are text.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
 from envharness.errors import SpecError
 from envharness.toolcall import parse_tool_call
+from envrigger.families import family_of
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)
 
@@ -179,9 +181,27 @@ def _not_a_number(word: str) -> Any:
 
 
 def text_view(env: gym.Env) -> TextView:
-    """The chat view of ``env``, or a one-line :class:`~envharness.errors.SpecError` if its observations cannot be made text."""
+    """The chat view of ``env``: its family's own view (see :mod:`envrigger.families`), else the one its spaces allow.
+
+    A family without a view of its own reads as a chat when its observations and actions
+    are text (or list commands); otherwise a one-line :class:`~envharness.errors.SpecError`
+    names the family and why its observations cannot be made text.
+    """
+    found = family_of(env)
+    if found.has("text_view"):
+        return cast(TextView, found.text_view(env))  # type: ignore[misc]
+    return view_from_spaces(env, missing=found.key)
+
+
+def view_from_spaces(env: gym.Env, missing: str | None = None) -> TextView:
+    """The view an env's spaces allow: a command list (a ``commands`` Text field, Discrete actions) or text in, text out.
+
+    Example:
+        >>> import envharness
+        >>> view_from_spaces(envharness.wrap("envharness/TextWorld-v0", levels=[3], games_per_level=2)).kind
+        'commands'
+    """
     obs_space, act_space = env.observation_space, env.action_space
-    raw = env.unwrapped
     if (
         isinstance(obs_space, gym.spaces.Dict)
         and isinstance(obs_space.spaces.get("commands"), gym.spaces.Text)
@@ -189,13 +209,10 @@ def text_view(env: gym.Env) -> TextView:
     ):
         return TextView("commands", act_space)
     if isinstance(obs_space, gym.spaces.Text) and isinstance(act_space, gym.spaces.Text):
-        code = any(cls.__name__ == "CodeRepairEnv" for cls in type(raw).__mro__)  # HumanEvalFix is one too
-        return TextView("tool_calls" if code else "text", act_space, ask_human=code and getattr(raw, "reviewer", None) is not None)
-    name = env.spec.id if env.spec is not None else type(raw).__name__
+        return TextView("text", act_space)
+    name = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
+    absent = f" (family {missing!r} has no text view)" if missing is not None and missing != "generic" else ""
     raise SpecError(
         f"{name}: its observations ({type(obs_space).__name__}) and actions ({type(act_space).__name__}) cannot be made text "
-        "for a chat agent; use an env with Text observations and actions, or one that lists its commands (envharness/TextWorld-v0)"
+        f"for a chat agent{absent}; use an env with Text observations and actions, or one that lists its commands (envharness/TextWorld-v0)"
     )
-
-
-__all__ = ["CODE_TOOLS", "TextView", "UnusableReply", "text_view"]

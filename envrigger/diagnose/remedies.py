@@ -24,14 +24,11 @@ def matching_transforms(finding_name: str) -> list[type[Transform]]:
     ]
 
 
-FAMILY_WORDS = {"MiniGrid": "minigrid", "TextWorld": "textworld", "CodeRepair": "code_repair", "classic control": "classic_control"}
-
-
 def remedies(finding_name: str, adapter: tuple[str, frozenset[str]] | None = None) -> list[str]:
     """The transforms to try for a finding, each with the envs it works on.
 
-    With ``adapter`` (the run's env family and capabilities), transforms written for other
-    families, or needing a capability the env lacks, are left out.
+    With ``adapter`` (the run's env family key and capabilities), transforms written for other
+    families (by their ``families``), or needing a capability the env lacks, are left out.
 
     Example:
         >>> remedies("terminal_cause:lava")
@@ -45,8 +42,7 @@ def remedies(finding_name: str, adapter: tuple[str, frozenset[str]] | None = Non
     for cls in matching_transforms(finding_name):
         if adapter is not None:
             family, capabilities = adapter
-            named = {f for word, f in FAMILY_WORDS.items() if word in cls.works_on}
-            if named and family not in named:
+            if not cls.works_on_family(family):
                 continue
             if (cls.capability is not None and cls.capability not in capabilities) or (cls.requires_state_access and not capabilities):
                 continue

@@ -8,8 +8,9 @@ step limit ends with the env's own success (``terminated`` with a positive rewar
 MiniGrid rewards a mission done: the goal tile, the ball picked up behind the locked
 door, the right door faced). States are saved and restored in place (the grid's cells,
 every object's attributes, the agent, the clock and the random generator), which costs a
-small fraction of a deep copy. It answers only for MiniGrid envs whose transforms leave
-the dynamics alone (state and observation transforms); rules change what a step does,
+small fraction of a deep copy. It answers only for envs whose family registers a level
+search (MiniGrid's is :mod:`envharness.adapters.minigrid_search`; see :mod:`envrigger.families`)
+and whose transforms leave the dynamics alone (state and observation transforms); rules change what a step does,
 and the search would judge a different game, so there it does not answer.
 
 Subgoals are what every solution of a level must pass through: a state predicate (the
@@ -26,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envharness.adapters.minigrid_search import MAX_STATES, Fact, facts, offered, restore_state, save_state, solve
+from envharness.adapters.minigrid_search import MAX_STATES, Fact
 from envharness.spec import HarnessSpec
 from envharness.transforms import transform_from_spec
+from envrigger.families import LevelSearch, family_of
 
 
 def searchable(spec: HarnessSpec) -> bool:
-    """Whether :func:`search_level` can decide ``spec``'s levels: a MiniGrid env reshaped by state and observation transforms only.
+    """Whether :func:`search_level` can decide ``spec``'s levels: an env whose family has a level search, reshaped by state and observation transforms only.
 
     Example:
         >>> searchable(HarnessSpec(env_id="MiniGrid-KeyCorridorS3R2-v0"))
@@ -45,7 +47,7 @@ def searchable(spec: HarnessSpec) -> bool:
         return False
     env = spec.build()
     try:
-        return bool(env.adapter.family == "minigrid")
+        return family_of(env).has("search")
     finally:
         env.close()
 
@@ -66,12 +68,13 @@ def search_levels(spec: HarnessSpec, seeds: list[int], max_states: int = MAX_STA
     """:func:`search_level` for each of ``seeds``, on one env built once."""
     env = spec.build()
     try:
+        search = _level_search(env)
         found = []
         for seed in seeds:
             env.reset(seed=int(seed))
             raw = env.unwrapped
             raw.render_mode = None
-            found.append(_search(raw, env.adapter.time_limit() or int(raw.max_steps), max_states))
+            found.append(_search(raw, env.adapter.time_limit() or int(raw.max_steps), max_states, search=search))
         return found
     finally:
         env.close()
@@ -82,16 +85,33 @@ Subgoal = Fact
 kind), a door standing open (that one, or any)."""
 
 
-def _holds(raw: Any, goal: Subgoal) -> bool:
-    return goal in facts(raw)
+def _level_search(env: Any) -> LevelSearch:
+    """The level search of ``env``'s family (a wrapped env or a base env; a named absence if it has none)."""
+    return family_of(env).part("search")  # type: ignore[no-any-return]
 
 
-def _level(spec: HarnessSpec, seed: int) -> tuple[Any, Any, int]:
+def _holds(raw: Any, goal: Subgoal, search: LevelSearch | None = None) -> bool:
+    return goal in (search or _level_search(raw)).facts(raw)
+
+
+def _search(
+    raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None = None, search: LevelSearch | None = None
+) -> bool | None:
+    """Whether a win is reachable from ``raw``'s current state (states where ``avoid`` holds are never entered)."""
+    return (search or _level_search(raw)).solve(raw, limit, max_states, avoid)[0]
+
+
+def _level(spec: HarnessSpec, seed: int) -> tuple[Any, Any, int, LevelSearch]:
     env = spec.build()
+    try:
+        search = _level_search(env)
+    except BaseException:
+        env.close()
+        raise
     env.reset(seed=int(seed))
     raw = env.unwrapped
     raw.render_mode = None
-    return env, raw, env.adapter.time_limit() or int(raw.max_steps)
+    return env, raw, env.adapter.time_limit() or int(raw.max_steps), search
 
 
 def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list[Subgoal] | None:
@@ -103,22 +123,22 @@ def subgoals(spec: HarnessSpec, seed: int, max_states: int = MAX_STATES) -> list
         >>> subgoals(HarnessSpec(env_id="MiniGrid-Empty-5x5-v0"), seed=0)
         []
     """
-    env, raw, limit = _level(spec, seed)
+    env, raw, limit, search = _level(spec, seed)
     try:
-        start = save_state(raw)
-        if _search(raw, limit, max_states) is not True:
+        start = search.save_state(raw)
+        if _search(raw, limit, max_states, search=search) is not True:
             return None  # unsolvable or undecided: no solution to read subgoals from
         found: list[Subgoal] = []
-        for goal in offered(raw):
-            restore_state(raw, start)
-            if _holds(raw, goal):
+        for goal in search.offered(raw):
+            search.restore_state(raw, start)
+            if _holds(raw, goal, search):
                 continue
-            avoided = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
+            avoided = _search(raw, limit, max_states, lambda r, g=goal: _holds(r, g, search), search)  # type: ignore[misc]
             if avoided is None:
                 return None
             if avoided is False:
                 found.append(goal)
-            restore_state(raw, start)
+            search.restore_state(raw, start)
         return found
     finally:
         env.close()
@@ -140,16 +160,16 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
         >>> bypassed(base.extended(RemoveWalls(count=4)), 0, goals)
         [('carrying', 'key', 'yellow'), ('carrying_any', 'key', None), ('door_open', 3, 1), ('door_open_any', None, None)]
     """
-    env, raw, limit = _level(spec, seed)
+    env, raw, limit, search = _level(spec, seed)
     try:
-        start = save_state(raw)
+        start = search.save_state(raw)
         passed = set(getattr(env.adapter, "setup_facts", ()))
         out: list[Subgoal] = []
         for goal in goals:
-            restore_state(raw, start)
-            if _holds(raw, goal) or goal in passed:
+            search.restore_state(raw, start)
+            if _holds(raw, goal, search) or goal in passed:
                 continue
-            won = _search(raw, limit, max_states, avoid=lambda r, g=goal: _holds(r, g))  # type: ignore[misc]
+            won = _search(raw, limit, max_states, lambda r, g=goal: _holds(r, g, search), search)  # type: ignore[misc]
             if won is None:
                 return None
             if won:
@@ -157,11 +177,6 @@ def bypassed(spec: HarnessSpec, seed: int, goals: list[Subgoal], max_states: int
         return out
     finally:
         env.close()
-
-
-def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None = None) -> bool | None:
-    """Whether a win is reachable from ``raw``'s current state (states where ``avoid`` holds are never entered)."""
-    return solve(raw, limit, max_states, avoid)[0]
 
 
 __all__ = ["MAX_STATES", "Subgoal", "bypassed", "search_level", "search_levels", "searchable", "subgoals"]

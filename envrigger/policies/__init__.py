@@ -6,7 +6,7 @@ which picks the reference solver of an env's family (see :mod:`envrigger.policie
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -61,15 +61,17 @@ class RandomPolicy:
 
 
 def reference_policy(env: gym.Env) -> Policy:
-    """The reference solver for ``env``'s family (reads the base env's state, like a planner)."""
-    from envrigger.policies.reference import REFERENCE_SOLVERS
+    """The reference solver of ``env``'s family (reads the base env's state, like a planner); see :mod:`envrigger.families`.
 
-    view = getattr(env, "adapter", None)
-    family = view.name if view is not None else ""
+    A family without one is a :class:`~envrigger.families.MissingPart` (a ``ValueError``) that names it.
+    """
+    from envrigger.families import MissingPart, family_of
+
     try:
-        return REFERENCE_SOLVERS[family](env)
-    except KeyError:
-        raise ValueError(f"no reference solver for {type(env.unwrapped).__name__}; use --policy random or pass your own policy") from None
+        solver = family_of(env).part("reference_solver")
+    except MissingPart as missing:
+        raise MissingPart(f"{missing} ({type(env.unwrapped).__name__}); use --policy random or pass your own policy") from None
+    return cast(Policy, solver(env))
 
 
 def load_policy(path: str, env: gym.Env, seed: int = 0) -> Policy:

@@ -3,8 +3,8 @@
 Contains :class:`TabularPlanner` (FrozenLake, Taxi, CliffWalking: breadth-first search
 over the env's transition table), :class:`MiniGridPlanner` (breadth-first search over
 position, direction, carried key and opened doors), :class:`CartPoleController` and
-:class:`MountainCarController`, :class:`CodeRepairSolver`, :class:`TextWorldSolver` (a generated
-text game's own walkthrough), and :data:`REFERENCE_SOLVERS` keyed by adapter class.
+:class:`MountainCarController`, :class:`CodeRepairSolver` and :class:`TextWorldSolver` (a generated
+text game's own walkthrough). Each family registers its solver in :mod:`envrigger.families`.
 
 They read the base env's state (like a privileged planner would) and replan every step,
 so they stay correct under rule transforms such as ``ActionSlip``.
@@ -200,18 +200,6 @@ class MountainCarController:
         return 2 if self.env.unwrapped.state[1] >= 0 else 0
 
 
-REFERENCE_SOLVERS = {
-    "FrozenLakeAdapter": TabularPlanner,
-    "GeneratedFrozenLakeAdapter": TabularPlanner,
-    "TaxiAdapter": TabularPlanner,
-    "CliffWalkingAdapter": TabularPlanner,
-    "MiniGridAdapter": MiniGridPlanner,
-    "CartPoleAdapter": CartPoleController,
-    "PhysicsCartPoleAdapter": CartPoleController,
-    "MountainCarAdapter": MountainCarController,
-}
-
-
 class CodeRepairSolver:
     """Applies the task's known fix through the tools: view, replace (bottom-up), run tests, submit.
 
@@ -250,10 +238,6 @@ class CodeRepairSolver:
         return self.plan.pop(0)
 
 
-REFERENCE_SOLVERS["CodeRepairAdapter"] = CodeRepairSolver
-REFERENCE_SOLVERS["HumanEvalFixAdapter"] = CodeRepairSolver
-
-
 class TextWorldSolver:
     """Plays the game's own winning commands (TextWorld's ``policy_commands``), replanned every step.
 
@@ -283,6 +267,3 @@ class TextWorldSolver:
         raw = self.env.unwrapped
         plan, listed = raw.policy, raw.commands
         return listed.index(plan[0]) if plan and plan[0] in listed else 0
-
-
-REFERENCE_SOLVERS["TextWorldAdapter"] = TextWorldSolver
