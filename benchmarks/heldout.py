@@ -150,7 +150,9 @@ def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def run_benchmarks(benchmarks: list[Benchmark], out: Path, seeds: int, quick: bool, jobs: int = 1, log: Any = print) -> None:
+def run_benchmarks(
+    benchmarks: list[Benchmark], out: Path, seeds: int, quick: bool, jobs: int = 1, log: Any = print, ray_address: str | None = None
+) -> None:
     """Train and evaluate every arm x seed of these benchmarks in ``OUT/NAME`` (continuing what is already there).
 
     ``jobs`` master seeds train at once, each in its own process, seed 0 of every
@@ -161,7 +163,7 @@ def run_benchmarks(benchmarks: list[Benchmark], out: Path, seeds: int, quick: bo
         where = out / benchmark.name
         resume = (where / "seeds.json").is_file()
         runs.append(SeedsRun(out=where, config=None if resume else benchmark.config(quick), seeds=seeds, label=f"[{benchmark.name}] "))
-    run_many(runs, jobs, log=log)
+    run_many(runs, jobs, log=log, ray_address=ray_address)
 
 
 def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
@@ -480,6 +482,13 @@ def main(argv: list[str] | None = None) -> int:
         "a benchmark already started keeps its arms",
     )
     parser.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="run every master seed as a task on this Ray cluster (auto, HOST:PORT or ray://HOST:PORT) instead of --jobs "
+        "local processes; resumable the same way, results the same",
+    )
+    parser.add_argument(
         "--report", action="store_true", help="train nothing: rebuild the table and figures from the finished benchmarks in OUT"
     )
     parser.add_argument(
@@ -505,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if not args.report:
-        run_benchmarks(benchmarks, out, seeds, args.quick, args.jobs)
+        run_benchmarks(benchmarks, out, seeds, args.quick, args.jobs, ray_address=args.ray_address)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
     for benchmark in load_suite(args.suite):

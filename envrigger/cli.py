@@ -577,7 +577,14 @@ def run_command(
         min=1,
         help="With --seeds: master seeds trained at once, each in its own process (results do not depend on it).",
     ),
-    ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        metavar="ADDRESS",
+        help="A Ray cluster (auto, HOST:PORT or ray://HOST:PORT): with --seeds N every master seed is a task on it "
+        "(declaring --workers CPUs, 1 by default; a finished seed is never redone, one on a node that dies runs again); "
+        "with --backend ray the rollouts join it too.",
+    ),
     agent: str = typer.Option(None, "--agent", help="With --learner none: chat, an LLM agent the loop plays but does not train."),
     base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the agent's endpoint."),
     model: str = typer.Option(None, "--model", help="With --agent chat: the agent's model."),
@@ -644,7 +651,7 @@ def run_command(
     log = lambda m: console.print(f"[dim]{m}[/dim]")  # noqa: E731
     if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
         # Seeds in processes of their own print their own round lines; the console's log closure stays here.
-        across = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs)
+        across = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs, ray_address=ray_address)
         _show_across_seeds(target, across)
         _write_report(target, log)
         return

@@ -94,6 +94,7 @@ def run_seeds(
     on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
     jobs: int = 1,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
 
@@ -102,8 +103,9 @@ def run_seeds(
     Resuming (``config`` None) with a larger ``seeds`` adds the next master seeds to the run.
     With ``jobs`` > 1, that many seeds train at once, each in its own process (see
     :func:`run_many`); every seed's result is the same as when the seeds run one by one.
+    With ``ray_address``, the seeds are tasks on that Ray cluster instead (see :func:`run_many`).
     """
-    return run_many([SeedsRun(out=Path(out), config=config, seeds=seeds)], jobs, on_round, log)[0]
+    return run_many([SeedsRun(out=Path(out), config=config, seeds=seeds)], jobs, on_round, log, ray_address)[0]
 
 
 def run_many(
@@ -111,6 +113,7 @@ def run_many(
     jobs: int = 1,
     on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
+    ray_address: str | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or resume) several multi-seed runs, ``jobs`` master seeds at a time; returns each run's :func:`across_seeds`.
 
@@ -121,6 +124,11 @@ def run_many(
     function (it is called in the seed's process). A seed that fails does not stop the
     others already running; once they end, the error names every failed seed, and calling
     again resumes where each stopped.
+
+    With ``ray_address`` (``auto``, ``HOST:PORT`` or ``ray://HOST:PORT``) every unfinished
+    seed is a task on that Ray cluster (:mod:`envrigger.loop.ray_seeds`: it declares the
+    CPUs it uses, a finished seed is never sent, a seed on a node that dies runs again),
+    ``jobs`` is the cluster's to decide and ``on_round`` is not called.
     """
     if jobs < 1:
         raise TrajectoryError(f"--jobs: got {jobs}; give 1 or more processes")
@@ -136,7 +144,11 @@ def run_many(
                     seed, where = config.seed + offset, run.out / f"seed-{config.seed + offset}"
                     fresh = None if (where / "loop.json").is_file() else config.model_copy(update={"seed": seed})
                     tasks.append((where, fresh, f"{run.label}master seed {seed}: "))
-        if jobs == 1:
+        if ray_address:
+            from envrigger.loop.ray_seeds import run_seeds_on_ray
+
+            run_seeds_on_ray(tasks, ray_address, log)
+        elif jobs == 1:
             for where, fresh, label in tasks:
                 log(f"{label}{where}")
                 run_loop(where, fresh, on_round=on_round, log=_prefixed(log, label))

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -14,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from ray_nodes import RAY, free_port, stop_processes_of
 from stored import content as _content
 
 from envharness import HarnessSpec
@@ -23,34 +22,7 @@ from envrigger.rollout import rollout
 
 pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'envharness[ray]'")
 
-RAY = str(Path(sys.executable).parent / "ray")
 SPEC = HarnessSpec(env_id="MiniGrid-DoorKey-5x5-v0", transforms=[{"name": "ActionSlip", "params": {"p": 0.2}}])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop_processes_of(marks: tuple[str, ...]) -> None:
-    """SIGKILL every process whose command line names one of ``marks`` (this cluster's temp dir and address).
-
-    Not ``ray stop``: it stops every Ray of this user, and a test running beside this one (pytest-xdist)
-    keeps a local Ray whose loss ends that test's whole process.
-    """
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(mark in command for mark in marks):
-            try:
-                os.kill(int(entry.name), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +31,7 @@ def cluster(tmp_path_factory):
     from envrigger.rollout.ray_backend import RAY_POOL
 
     RAY_POOL.close()  # this process's own local Ray, if an earlier test started one: `--ray-address auto` must find the head node
-    port = _free_port()
+    port = free_port()
     root = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths live under it
     # The head writes its address to <temp-dir>/ray_current_cluster; a driver looks in $RAY_TMPDIR/ray/.
     temp = os.path.join(root, "ray")
@@ -74,7 +46,7 @@ def cluster(tmp_path_factory):
     try:
         yield f"127.0.0.1:{port}"
     finally:
-        _stop_processes_of((temp, f"127.0.0.1:{port}"))
+        stop_processes_of((temp, f"127.0.0.1:{port}"))
         shutil.rmtree(root, ignore_errors=True)
         _CLUSTER_DIR.clear()
 
@@ -145,7 +117,7 @@ def test_an_address_where_no_cluster_runs_is_one_clear_error(tmp_path, monkeypat
     from envrigger.rollout.ray_backend import RAY_POOL
 
     RAY_POOL.close()
-    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{free_port()}")
     with pytest.raises(RolloutError, match="cannot reach a Ray cluster at 127.0.0.1"):
         rollout("FrozenLake-v1", "random", episodes=2, backend="ray", out=tmp_path / "run")
     assert not (tmp_path / "run").exists()  # nothing left behind
