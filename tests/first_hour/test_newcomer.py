@@ -214,7 +214,8 @@ def test_export_asks_for_force_when_the_curriculum_ended_below_the_baseline(tmp_
     library.admit(spec, finding="timeout", rationale="r", gates=[], seeds=[1], agent_id="a", round=1)
     library.close()
     warning = "the rigger arm ended below the original-env baseline on held-out levels (0.100 < 0.300): its curriculum did not help here"
-    (loop / "final.json").write_text(json.dumps({"arms": {}, "warnings": [warning]}))
+    levels = {"disjoint": True, "heldout": 200, "validation": 100, "overlap": {}}  # as every run's final.json has them
+    (loop / "final.json").write_text(json.dumps({"arms": {}, "warnings": [warning], "levels": levels}))
     assert rigger("export", str(loop), "--to", str(tmp_path / "dist"), "--no-wheel") == 2
     assert "ended below the original-env baseline" in capsys.readouterr().err and not (tmp_path / "dist").exists()
     assert rigger("export", str(loop), "--to", str(tmp_path / "dist"), "--no-wheel", "--force") == 0

@@ -291,7 +291,7 @@ def test_a_late_walkthrough_start_is_refused_as_a_shortcut_on_pickup_missions(en
     late = {"name": "WalkthroughStart", "params": {"min_share": 0.9, "max_share": 0.95}}
     goals = subgoals(base, 0)
     assert goals and goals[0][0] == "carrying"
-    env, raw, limit = _level(base, 0)
+    env, raw, limit, _ = _level(base, 0)
     _, path = solve(raw, limit)
     env.close()
     assert 3 in path[: int(0.9 * len(path))]  # the prefix played does pick the key up: the subgoal is behind the start
@@ -329,7 +329,7 @@ def test_key_in_hand_then_teleported_past_the_locked_door_is_still_refused():
     subgoal hold at the start; MoveAgent then puts the agent beside the goal, behind the still-locked
     door. The door subgoal does not hold and is reported bypassed."""
     base = HarnessSpec(env_id="MiniGrid-DoorKey-8x8-v0")
-    env, raw, limit = _level(base, 0)
+    env, raw, limit, _ = _level(base, 0)
     _, path = solve(raw, limit)
     env.close()
     prefix = path[: path.index(3) + 1]
