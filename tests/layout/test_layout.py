@@ -130,12 +130,23 @@ def test_tests_mirror_the_packages():
         assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: tests/{folder} mirrors no package folder {folder}"
 
 
-def test_no_test_module_imports_another_test_module():
-    """Shared test helpers live in modules of their own (tests/stored.py, tests/planted_walkers.py...), never in a test module."""
+def test_test_module_names_are_unique_across_the_suite():
+    """With no __init__.py in tests/, a test module is imported by its file name: two of one name cannot both be collected."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest():
+    """Shared test helpers live in modules of their own (tests/stored.py, tests/harness_helpers.py...), never in a test module.
+
+    Nor in a conftest.py: every conftest.py of the suite is imported as the module ``conftest``,
+    so ``from conftest import ...`` reads whichever one pytest loaded last.
+    """
     offenders = []
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])]
-            if isinstance(node, ast.Import | ast.ImportFrom) and any(n.split(".")[-1].startswith("test_") for n in names):
+            last = [n.split(".")[-1] for n in names]
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(n.startswith("test_") or n == "conftest" for n in last):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
