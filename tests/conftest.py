@@ -1,31 +1,10 @@
-"""Shared fixtures: a few real environments and a helper that records trajectories."""
+"""Fixtures for the whole suite. Helpers a test imports live in modules of their own (tests/harness_helpers.py...)."""
 
 from __future__ import annotations
 
-import hashlib
-import pickle
 import warnings
 
-import numpy as np
 import pytest
-
-
-def trajectory_digest(env, seed: int, actions) -> str:
-    """Reset with ``seed``, take ``actions`` (restarting on episode end), hash everything seen."""
-    h = hashlib.sha256()
-    obs, info = env.reset(seed=seed)
-    h.update(pickle.dumps((obs, info["level"])))
-    for action in actions:
-        obs, reward, terminated, truncated, info = env.step(action)
-        h.update(pickle.dumps((obs, float(reward), terminated, truncated, info["verdict"].to_dict())))
-        if terminated or truncated:
-            obs, info = env.reset()
-            h.update(pickle.dumps((obs, info["level"])))
-    return h.hexdigest()
-
-
-def fixed_actions(n_actions: int, length: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng(seed).integers(n_actions, size=length).tolist()
 
 
 @pytest.fixture(autouse=True)
@@ -34,15 +13,3 @@ def _quiet_gymnasium_checker():
         warnings.filterwarnings("ignore", message=".*is different from the unwrapped version.*")
         warnings.filterwarnings("ignore", message=".*Box observation space (minimum|maximum) value.*")
         yield
-
-
-def unaudited(env, transforms, monkeypatch):
-    """A harness that trusts these custom transforms as if they were the catalog's: no audit.
-
-    For tests of the verifier's own defences (snapshots, pristine references), which must
-    hold even where no audit watches.
-    """
-    import envharness.harness
-
-    monkeypatch.setattr(envharness.harness, "CATALOG", envharness.harness.CATALOG | {type(t) for t in transforms})
-    return envharness.harness.Harness(env, transforms)

@@ -8,9 +8,9 @@ import textwrap
 
 import gymnasium as gym
 import pytest
+from harness_helpers import fixed_actions, trajectory_digest
 
 import envharness
-from conftest import fixed_actions, trajectory_digest
 from envharness import HarnessSpec
 from envharness.transforms import ActionSlip, AddWalls, DelayObservation, InitialStateNoise, MoveGoal, ObservationNoise, PhysicsParams
 
@@ -72,7 +72,7 @@ def test_trajectory_is_identical_in_a_fresh_process():
         f"""
         import sys
         sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parents[1])!r})
-        from conftest import trajectory_digest
+        from harness_helpers import trajectory_digest
         from envharness import HarnessSpec
         spec = HarnessSpec.from_json({spec.to_json()!r})
         print(trajectory_digest(spec.build(), 21, {actions!r}))

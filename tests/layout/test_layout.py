@@ -125,17 +125,48 @@ def test_tests_mirror_the_packages():
     tops = {p.relative_to(ROOT / "tests").parts[0] for p in (ROOT / "tests").rglob("test_*.py")}
     assert tops <= allowed
     assert not list((ROOT / "tests").glob("test_*.py")), "test modules at the top of tests/: move each into its folder"
-    for path in (ROOT / "tests" / "envrigger").rglob("test_*.py"):
-        folder = path.parent.relative_to(ROOT / "tests")
-        assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: tests/{folder} mirrors no package folder {folder}"
+    for package in PACKAGES:
+        for path in (ROOT / "tests" / package).rglob("test_*.py"):
+            folder = path.parent.relative_to(ROOT / "tests")
+            assert (ROOT / folder).is_dir(), f"{path.relative_to(ROOT)}: tests/{folder} mirrors no package folder {folder}"
 
 
-def test_no_test_module_imports_another_test_module():
-    """Shared test helpers live in modules of their own (tests/stored.py, tests/planted_walkers.py...), never in a test module."""
+def test_a_test_module_at_the_top_of_a_package_folder_is_not_about_a_subpackage():
+    """tests/<package>/test_<name>.py tests a top-level module or the package as a whole; a subpackage's tests sit in its folder.
+
+    A module named after a subpackage or one of its modules (test_transforms.py, test_code_repair.py)
+    and not after a top-level module (test_errors.py) belongs in tests/<package>/<subpackage>/.
+    """
+    for package in PACKAGES:
+        top = {p.stem for p in (ROOT / package).glob("*.py")}
+        inner = {
+            name
+            for sub in (ROOT / package).iterdir()
+            if (sub / "__init__.py").is_file()
+            for name in [sub.name, *(p.stem for p in sub.rglob("*.py") if p.stem != "__init__")]
+        }
+        for path in (ROOT / "tests" / package).glob("test_*.py"):
+            name = path.stem.removeprefix("test_")
+            assert name not in inner - top, f"{path.relative_to(ROOT)} is about a subpackage's {name}: move it into that folder"
+
+
+def test_test_module_names_are_unique_across_the_suite():
+    """With no __init__.py in tests/, a test module is imported by its file name: two of one name cannot both be collected."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest():
+    """Shared test helpers live in modules of their own (tests/stored.py, tests/harness_helpers.py...), never in a test module.
+
+    Nor in a conftest.py: every conftest.py of the suite is imported as the module ``conftest``,
+    so ``from conftest import ...`` reads whichever one pytest loaded last.
+    """
     offenders = []
     for path in (ROOT / "tests").rglob("test_*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in getattr(node, "names", [])]
-            if isinstance(node, ast.Import | ast.ImportFrom) and any(n.split(".")[-1].startswith("test_") for n in names):
+            last = [n.split(".")[-1] for n in names]
+            if isinstance(node, ast.Import | ast.ImportFrom) and any(n.startswith("test_") or n == "conftest" for n in last):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []

@@ -7,10 +7,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from harness_helpers import unaudited
 from hostile import START_ON_GOAL, VICTIM, PlaceOnGoal, make
 
 import envharness
-from conftest import unaudited
 from envharness import EpisodeEndedError, TransformError, VerifierTamperError
 from envharness.transforms import (
     Chain,

@@ -9,6 +9,7 @@ edits do forge success when the audit is switched off, so they are real attacks.
 from __future__ import annotations
 
 import pytest
+from harness_helpers import unaudited
 from hostile import (
     EDITS,
     VICTIM,
@@ -21,7 +22,6 @@ from hostile import (
 )
 
 import envharness
-from conftest import unaudited
 from envharness import EpisodeEndedError, TransformError, VerifierTamperError
 from envharness.harness import make_base
 from envharness.transforms import RuleTransform

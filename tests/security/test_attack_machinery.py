@@ -7,10 +7,10 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from harness_helpers import unaudited
 from hostile import VICTIM, Button, play  # noqa: F401  (hostile registers hostile/Button-v0)
 
 import envharness
-from conftest import unaudited
 from envharness import Harness, StateAccessError, VerifierTamperError
 from envharness.harness import make_base
 from envharness.transforms import (

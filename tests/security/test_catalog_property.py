@@ -246,7 +246,7 @@ def test_every_catalog_class_is_exercised_on_some_family():
     import envharness.envs  # noqa: F401
 
     covered |= set(_catalog_for("envharness/CodeRepair-v0"))
-    # Text-game only: its forgery attacks are in tests/envharness/test_textworld.py (Jericho games cannot be
+    # Text-game only: its forgery attacks are in tests/envharness/envs/test_textworld.py (Jericho games cannot be
     # opened by the dozen in one process, as this property's strategies would).
     covered |= {WalkthroughStart}
     assert covered == CATALOG - {Chain}, sorted(c.__name__ for c in CATALOG - {Chain} - covered)

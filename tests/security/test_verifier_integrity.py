@@ -7,9 +7,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from harness_helpers import unaudited
 
 import envharness
-from conftest import unaudited
 from envharness import EpisodeEndedError, VerifierTamperError
 from envharness.transforms import ActionCost, RuleTransform, Step
 from envharness.verifier import Verdict

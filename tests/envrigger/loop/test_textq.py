@@ -20,7 +20,7 @@ needs_textworld = pytest.mark.skipif(
     importlib.util.find_spec("textworld") is None,
     reason='needs the textworld extra: pip install "envharness[textworld]"',
 )
-# The 16 games of tests/envharness/test_textworld.py, with 15 steps: a random walk rarely reaches the coin.
+# The 16 games of tests/envharness/envs/test_textworld.py, with 15 steps: a random walk rarely reaches the coin.
 KWARGS: dict[str, Any] = {
     "levels": [4, 5, 6, 7],
     "games_per_level": 4,

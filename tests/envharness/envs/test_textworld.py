@@ -13,9 +13,9 @@ import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
+from harness_helpers import trajectory_digest, unaudited
 
 import envharness
-from conftest import trajectory_digest, unaudited
 from envharness import EpisodeEndedError, Harness, TransformError, VerifierTamperError
 from envharness.harness import make_base
 from envharness.transforms import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from gymnasium.utils.env_checker import check_env
+from harness_helpers import unaudited
 
 import envharness
-from conftest import unaudited
 from envharness.envs.code_repair import TASKS, CodeRepairEnv, suite_tests, verify
 from envharness.transforms import (
     BlockTool,

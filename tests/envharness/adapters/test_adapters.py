@@ -6,9 +6,9 @@ from collections import deque
 
 import numpy as np
 import pytest
+from harness_helpers import fixed_actions
 
 import envharness
-from conftest import fixed_actions
 from envharness.adapters import Adapter, adapter_for
 from envharness.verifier import Verdict
 

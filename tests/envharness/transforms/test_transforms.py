@@ -89,7 +89,7 @@ def test_every_registered_transform_has_an_example_here():
 
 
 def test_every_transform_is_documented_in_the_catalog_page():
-    page = (Path(__file__).parents[2] / "docs" / "transforms.md").read_text()
+    page = (Path(__file__).parents[3] / "docs" / "transforms.md").read_text()
     missing = [name for name in TRANSFORMS if f"`{name}" not in page]
     assert not missing
 
