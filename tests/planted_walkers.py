@@ -25,3 +25,20 @@ class SometimesLava:
 
     def act(self, obs, info):
         return self.current.act(obs, info)
+
+
+class GivesUpWhenFar:
+    """Solves the level unless the goal is more than 6 steps away; then it idles until time runs out."""
+
+    name = "gives-up-far"
+
+    def __init__(self, env):
+        self.planner = MiniGridPlanner(env)
+
+    def reset(self, seed):
+        self.idle = None
+
+    def act(self, obs, info):
+        if self.idle is None:
+            self.idle = info["level"]["goal_distance"] > 6
+        return 6 if self.idle else self.planner.act(obs, info)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from planted_walkers import SometimesLava, doomed
+from planted_walkers import GivesUpWhenFar, SometimesLava, doomed
 
 from envharness import HarnessSpec
 from envharness.cli import run_cli
@@ -13,7 +13,7 @@ from envrigger.cli import app
 from envrigger.data import TrajectoryStore
 from envrigger.data.jsonl import import_jsonl
 from envrigger.diagnose import DiagnoseConfig, diagnose
-from envrigger.policies.reference import MiniGridPlanner, TabularPlanner
+from envrigger.policies.reference import TabularPlanner
 from envrigger.rollout import rollout
 from envrigger.stats import wilson
 
@@ -32,23 +32,6 @@ class Oscillator:
     def act(self, obs, info):
         self.t += 1
         return (2 if self.t % 2 else 0) if self.oscillating else self.planner.act(obs, info)
-
-
-class GivesUpWhenFar:
-    """Solves the level unless the goal is more than 6 steps away; then it idles until time runs out."""
-
-    name = "gives-up-far"
-
-    def __init__(self, env):
-        self.planner = MiniGridPlanner(env)
-
-    def reset(self, seed):
-        self.idle = None
-
-    def act(self, obs, info):
-        if self.idle is None:
-            self.idle = info["level"]["goal_distance"] > 6
-        return 6 if self.idle else self.planner.act(obs, info)
 
 
 SEEDS = range(200)

@@ -3,28 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from loop_cases import LAKE, NEAR, SEEDS, candidate
 
-from envharness import HarnessSpec
 from envrigger.loop.gates import GATES, Gate, GateResult, register_gate
-from envrigger.loop.propose import Candidate
 from envrigger.loop.validate import ValidationConfig, Validator
 from envrigger.policies import RandomPolicy
 
-LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})
-SEEDS = list(range(3_000_000, 3_000_200))
-NEAR = {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 2}}
 STOCK = ["verifier_integrity", "solvability", "no_shortcut", "solvable_by_agent", "learnability", "targeting", "novelty", "transfer"]
-
-
-def candidate(*transforms: dict) -> Candidate:
-    return Candidate(
-        spec=LAKE.extended(*transforms),
-        added=list(transforms),
-        finding="terminal_cause:hole",
-        finding_stats={},
-        rationale="t",
-        origin="catalog",
-    )
 
 
 def validator(tmp_path) -> Validator:

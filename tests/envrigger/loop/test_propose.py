@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from loop_cases import LAKE
+from planted_walkers import GivesUpWhenFar
 
 from envharness import HarnessSpec, SpecError
 from envrigger.diagnose import diagnose
@@ -17,13 +15,6 @@ from envrigger.rollout import rollout
 
 def test_propose_targets_findings_and_mutates_admitted_components_without_duplicates(tmp_path):
     spec = HarnessSpec(env_id="MiniGrid-Empty-8x8-v0", transforms=[{"name": "MoveGoal", "params": {"min_dist": 1, "max_dist": 10}}])
-    where = Path(__file__).parents[1] / "diagnose" / "test_diagnose.py"  # its policy, wherever this file runs from
-    found = importlib.util.spec_from_file_location("diagnose_policies", where)
-    assert found is not None and found.loader is not None
-    module = importlib.util.module_from_spec(found)
-    found.loader.exec_module(module)
-    GivesUpWhenFar = module.GivesUpWhenFar  # noqa: N806 - a class
-
     report = diagnose(rollout(spec, GivesUpWhenFar, seeds=range(120), out=tmp_path / "far"))
     base = HarnessSpec(env_id="MiniGrid-Empty-8x8-v0")
     admitted = [("abc", base.extended({"name": "AddLava", "params": {"count": 2}}), "loop")]
