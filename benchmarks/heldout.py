@@ -177,8 +177,9 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     plan = json.loads((where / "seeds.json").read_text())
     config = plan["config"]
     finished = _finished(where)
-    if (where / "result.json").is_file():
-        result = json.loads((where / "result.json").read_text())
+    saved = json.loads((where / "result.json").read_text()) if (where / "result.json").is_file() else None
+    if saved is not None and len(saved["seeds"]) >= len(finished):  # written when its seeds finished; a run extended since is recomputed
+        result = saved
     elif len(finished) >= 2:
         result = across_seeds({int(p.name.split("-")[1]): FinalResults.load(p / "final.json") for p in finished})
     else:
