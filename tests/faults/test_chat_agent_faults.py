@@ -84,10 +84,12 @@ def test_kill_9_mid_collect_with_a_chat_agent_keeps_every_committed_episode_whol
 
 
 def test_ctrl_c_mid_collect_with_a_chat_agent_commits_the_finished_episodes(tmp_path):
-    with ChatServer(model, delay_s=0.05) as server:
+    # A slow model (0.2 s a reply, at least 7 s for the whole collection) so that Ctrl-C lands mid-collection on a loaded machine too.
+    with ChatServer(model, delay_s=0.2) as server:
         out = tmp_path / "run"
         process = collect(server.url, out)
         assert wait_for(lambda: committed_parts(out) >= 3 or process.poll() is not None, 120)
+        assert process.poll() is None, "the collection ended before Ctrl-C could land: nothing to test"
         os.killpg(process.pid, signal.SIGINT)
         _, err = process.communicate(timeout=60)
     assert process.returncode == 130 and "interrupted" in err.strip().splitlines()[-1], err[-600:]
