@@ -35,3 +35,17 @@ def committed_parts(out: Path) -> int:
         return len(json.loads((out / "manifest.json").read_text())["parts"])
     except (OSError, ValueError, KeyError):  # not written yet, or being replaced right now
         return 0
+
+
+def answer_after_ctrl_c(process: Any, timeout: float = 120) -> str:
+    """The stderr of ``process`` once it ended after Ctrl-C; if it has not within ``timeout``, kill its group and fail with what it said."""
+    import os
+    import signal
+    import subprocess
+
+    try:
+        return str(process.communicate(timeout=timeout)[1])
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        said = process.communicate()[1]
+        raise AssertionError(f"still running {timeout:g} s after Ctrl-C; its stderr: {str(said)[-1500:]}") from None

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stored import committed_parts, wait_for
+from stored import answer_after_ctrl_c, committed_parts, wait_for
 
 from envrigger.agents.scripted import ChatServer, Reply
 from envrigger.data import TrajectoryStore
@@ -91,7 +91,7 @@ def test_ctrl_c_mid_collect_with_a_chat_agent_commits_the_finished_episodes(tmp_
         assert wait_for(lambda: committed_parts(out) >= 3 or process.poll() is not None, 120)
         assert process.poll() is None, "the collection ended before Ctrl-C could land: nothing to test"
         os.killpg(process.pid, signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        err = answer_after_ctrl_c(process)
     assert process.returncode == 130 and "interrupted" in err.strip().splitlines()[-1], err[-600:]
     store = TrajectoryStore(out)
     episodes = list(store.iter_episodes())

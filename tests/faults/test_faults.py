@@ -17,7 +17,7 @@ from pathlib import Path
 
 import faulty_envs  # noqa: F401 - registers faulty_envs:Crashy-v0 for the workers
 import pytest
-from stored import committed_parts, wait_for
+from stored import answer_after_ctrl_c, committed_parts, wait_for
 
 from envharness import HarnessSpec
 from envharness.cli import run_cli
@@ -247,7 +247,7 @@ def test_ctrl_c_commits_the_episodes_that_finished_after_a_hung_one(tmp_path):
     assert wait_for(lambda: all(marker.is_file() for marker in finished), timeout=120), "seeds 1-5 never finished"
     time.sleep(0.5)  # the last result's way from the worker to the parent's writer (a pipe), not a wait for the work
     os.killpg(process.pid, signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    err = answer_after_ctrl_c(process)
     assert process.returncode == 130 and "interrupted" in err.strip().splitlines()[-1]
     store = TrajectoryStore(out)
     assert sorted(e.seed for e in store.iter_episodes()) == [1, 2, 3, 4, 5] and store.verify() == []
