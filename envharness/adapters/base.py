@@ -102,7 +102,7 @@ class Adapter:
         if registered is None:
             registered = self.fallback_limit
         if made is not None and registered is not None and made > registered:
-            raise _looser("max_episode_steps", made, registered, _env_name(env), self.fallback_limit is not None)
+            raise looser_limit_error("max_episode_steps", made, registered, env_name_of(env), self.fallback_limit is not None)
         known = [limit for limit in (made, registered) if limit is not None]
         # Episodes end at the tighter limit; a verifier that counts survival counts to the registered one.
         self._limit = min(known) if known else None
@@ -369,11 +369,12 @@ def _time_limits(env: gym.Env) -> tuple[int | None, int | None]:
     return spec.max_episode_steps, registered
 
 
-def _env_name(env: gym.Env) -> str:
+def env_name_of(env: gym.Env) -> str:
+    """The env's registered id, or its class name when it was made without a registration."""
     return env.spec.id if env.spec is not None else type(env.unwrapped).__name__
 
 
-def _looser(name: str, asked: int, limit: int, env_name: str, given: bool = False) -> SpecError:
+def looser_limit_error(name: str, asked: int, limit: int, env_name: str, given: bool = False) -> SpecError:
     """The one-line refusal of a step limit above the one success is judged within."""
     whose = (
         f"the {limit} steps envharness gives {env_name} (its registration has no limit)"

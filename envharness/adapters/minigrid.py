@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from minigrid.core.actions import Actions
 
-from envharness.adapters.base import Adapter, _env_name, _looser, digest, grid_distances, pick_by_distance
+from envharness.adapters.base import Adapter, digest, env_name_of, grid_distances, looser_limit_error, pick_by_distance
 from envharness.adapters.registry import register_adapter
 from envharness.errors import EnvNotFoundError, SpecError, TransformError
 from envharness.verifier import RUNNING, TIMEOUT, Verdict
@@ -93,7 +93,7 @@ class MiniGridAdapter(Adapter):
             if pristine is not self.raw:
                 self._asked = int(self.raw.max_steps)
                 if self._asked > self._max_steps:
-                    raise _looser("max_steps", self._asked, self._max_steps, _env_name(env))
+                    raise looser_limit_error("max_steps", self._asked, self._max_steps, env_name_of(env))
         has_goal = bool(self._cells_of("goal", probe))
         self.capabilities = frozenset({"agent", "walls", "lava", "walkthrough"} | ({"goal"} if has_goal else set()))
         from envharness.adapters.minigrid_view import speed_up
@@ -135,7 +135,7 @@ class MiniGridAdapter(Adapter):
             self._max_steps = int(raw.num_navs_needed(raw.instrs)) * int(raw.room_size) ** 2 * int(raw.num_rows) * int(raw.num_cols)
             if self._asked is not None and self._asked > self._max_steps:
                 raise SpecError(
-                    f"env_kwargs.max_steps: {self._asked} is above the {self._max_steps} steps {_env_name(self.env)} gives this level, "
+                    f"env_kwargs.max_steps: {self._asked} is above the {self._max_steps} steps {env_name_of(self.env)} gives this level, "
                     f"within which success is judged; give at most {self._max_steps}, or leave max_steps out (each level then has its own)"
                 )
         self._goals = frozenset(self._cells_of("goal", raw))

@@ -35,7 +35,7 @@ from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
 from envrigger.agents.chat import Endpoint, reply_field, scrub
 from envrigger.agents.harness import render
 from envrigger.diagnose import Diagnosis
-from envrigger.loop.propose import Candidate, _compatible
+from envrigger.loop.propose import Candidate, offerable
 
 PROMPT = """You reshape a training environment so that an agent practises what it fails at.
 The environment is {{ env_id }}{% if kwargs %} with arguments {{ kwargs }}{% endif %}.
@@ -81,7 +81,7 @@ def _schemas(base: HarnessSpec) -> list[tuple[str, str]]:
             default = cls()
         except (EnvHarnessError, ValueError):
             default = None  # required parameters: the gates decide on what the model gives
-        if default is not None and not _compatible(base.extended(default)):
+        if default is not None and not offerable(base.extended(default)):
             continue
         schema = cls.model_json_schema()
         out.append((name, json.dumps({"properties": schema.get("properties", {}), "required": schema.get("required", [])}, sort_keys=True)))
@@ -167,7 +167,7 @@ def parse_proposals(
             reject("duplicate")
             continue
         try:
-            compatible = _compatible(candidate_spec)
+            compatible = offerable(candidate_spec)
         except Exception:  # a reshaping that breaks building the env is one the env cannot take
             compatible = False
         if not compatible:

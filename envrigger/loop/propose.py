@@ -125,7 +125,7 @@ def step_out(transform: TransformSpec) -> TransformSpec | None:
     return None if changed is None else TransformSpec(name=transform.name, params={**p, **changed})
 
 
-def _compatible(spec: HarnessSpec) -> bool:
+def offerable(spec: HarnessSpec) -> bool:
     """Builds on this env, and every transform is one a proposer should offer there."""
     try:
         env = spec.build()
@@ -188,7 +188,7 @@ def propose(
     out: list[Candidate] = []
 
     def add(candidate: Candidate) -> None:
-        if candidate.hash not in seen and _compatible(candidate.spec):
+        if candidate.hash not in seen and offerable(candidate.spec):
             seen.add(candidate.hash)
             out.append(candidate)
 

@@ -170,3 +170,21 @@ def test_no_test_module_imports_another_test_module_or_a_conftest():
             if isinstance(node, ast.Import | ast.ImportFrom) and any(n.startswith("test_") or n == "conftest" for n in last):
                 offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
+
+
+def _private_imports() -> list[str]:
+    """``module: from other import _name`` for every underscored name one project module imports from another."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in PACKAGES:
+                    for alias in node.names:
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            found.append(f"{_module_name(path)}: from {node.module} import {alias.name}")
+    return found
+
+
+def test_no_private_name_is_imported_from_another_module():
+    # A name another module needs is part of its module's interface: public, and documented there.
+    assert _private_imports() == []
