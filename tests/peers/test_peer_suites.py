@@ -9,6 +9,9 @@ where a refusal that ``docs/security.md`` lists by name fires:
 
 - ``max_steps`` above the registration ("is above ... registered");
 - an action outside the declared action space ("is not in the action space");
+- a step after the episode ended ("its verdict is final"): ``test_max_steps_argument``
+  steps on past ``terminated``, which happens when its unseeded reset puts a BabyAI GoTo
+  agent facing its target (a drop there is a success), so this one fires only sometimes;
 - ``test_pprint_grid``, which compares ``str(env)`` with MiniGrid's own wrapper stack:
   a wrapped env's ``str`` names the harness.
 """
@@ -34,6 +37,8 @@ NAMED = {
     "max_steps above the registration": "is above",
     "an action outside the declared space": "is not in the action space",
 }
+# Refusals that fire only on some of MiniGrid's unseeded resets: allowed, never required.
+SOMETIMES = {"a step after the episode ended": "its verdict is final"}
 
 pytestmark = pytest.mark.skipif(
     not SOURCE.is_dir(), reason=f"MiniGrid {minigrid.__version__}'s source release is not unpacked in {PEERS}: run `make peers`"
@@ -77,7 +82,8 @@ def test_minigrid_own_tests_pass_on_wrapped_envs_but_for_named_refusals(workdir:
     wrapped = run_suite(workdir, wrapped=True)
     plain = run_suite(workdir, wrapped=False, only=sorted(wrapped)) if wrapped else {}
     ours = {test: message for test, message in wrapped.items() if test not in plain}
-    refused = {test: message for test, message in ours.items() if any(sign in message for sign in NAMED.values())}
+    signs = [*NAMED.values(), *SOMETIMES.values()]
+    refused = {test: message for test, message in ours.items() if any(sign in message for sign in signs)}
     repr_check = {test for test in ours if test.endswith("::test_pprint_grid")}
     unexplained = {test: message[:200] for test, message in ours.items() if test not in refused and test not in repr_check}
     assert not unexplained, f"{len(unexplained)} MiniGrid tests fail only on wrapped envs: {unexplained}"
