@@ -11,7 +11,7 @@ per seed, the paired difference of the variant's rigger arm against the plain on
 The master seeds default to 100, 101, ...: never a seed the suite's kept results use.
 
 Writes ``OUT/NAME/variant-LABEL.json`` (the plain runs are kept and reused by the next variant). Run: ``python benchmarks/variant_check.py doorkey6 --set
-step_out=true [--arms plr,rigger] [--seeds 4] [--jobs 2] [-o results/variants]``.
+step_out=true [--suite benchmarks/hard] [--arms plr,rigger] [--seeds 4] [--jobs 2] [-o results/variants]``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ def _parse(changes: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("benchmark", help="a suite benchmark's name (benchmarks/suite/NAME.json)")
+    parser.add_argument("benchmark", help="a suite benchmark's name (SUITE/NAME.json)")
+    parser.add_argument(
+        "--suite", type=Path, default=None, help="folder of benchmark JSON files (default benchmarks/suite; e.g. benchmarks/hard)"
+    )
     parser.add_argument(
         "--set", dest="changes", action="append", default=[], metavar="FIELD=VALUE", help="the variant's LoopConfig changes"
     )
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-o", "--out", type=Path, default=Path("results") / "variants")
     parser.add_argument("--quick", action="store_true", help="the suite's tiny budgets (heldout.py --quick): a smoke test, not a result")
     args = parser.parse_args(argv)
-    (benchmark,) = load_suite(only=[args.benchmark])
+    (benchmark,) = load_suite(args.suite, only=[args.benchmark])
     try:
         changes = _parse(args.changes)
     except ValueError as error:

@@ -159,6 +159,12 @@ class LoopConfig(BaseModel):
         "removed walls) that the rigger arm solved on more than the band's top share of its training episodes this round "
         "gets its next rung proposed first (the same easing, less of it), validated like any candidate",
     )
+    step_in: bool = Field(
+        False,
+        description="for an agent that wins almost nothing: a candidate easing (a start along the walkthrough, a start or "
+        "goal near the other) refused at learnability below the band's floor is followed, in the same round, by its rung "
+        "nearer the goal, validated like any candidate (at most --candidates of them a round)",
+    )
     retire_mastered: bool = Field(
         False,
         description="an admitted component that the rigger arm solved on more than the band's top share of at least 20 "

@@ -125,6 +125,40 @@ def step_out(transform: TransformSpec) -> TransformSpec | None:
     return None if changed is None else TransformSpec(name=transform.name, params={**p, **changed})
 
 
+def step_in(transform: TransformSpec) -> TransformSpec | None:
+    """The rung nearer the goal of an easing the agent wins too rarely to learn from; None when there is no nearer one.
+
+    The inverse of :func:`step_out`, for an agent that wins almost nothing: a start along
+    the walkthrough moves half the rest of the way toward its end (never past 0.95 of it,
+    and the last command is always the agent's); a start or goal within ``[a, b]`` steps
+    comes in to ``[1, b // 2]``. Reverse curriculum generation (Florensa et al. 2017) grows
+    its starts outward from the goal the same way, from where the agent can win.
+
+    Example:
+        >>> step_in(TransformSpec(name="WalkthroughStart", params={"min_share": 0.75, "max_share": 0.95})).params
+        {'min_share': 0.85, 'max_share': 0.95}
+        >>> step_in(TransformSpec(name="WalkthroughStart", params={"min_share": 0.9, "max_share": 0.95})) is None
+        True
+        >>> step_in(TransformSpec(name="MoveAgent", params={"min_dist": 1, "max_dist": 4})).params
+        {'min_dist': 1, 'max_dist': 2}
+    """
+    p = transform.params
+    changed: dict[str, Any] | None = None
+    if transform.name == "WalkthroughStart":
+        first = float(p.get("min_share", 0.0))
+        nearer = round(first + (WALKTHROUGH_END - first) / 2, 2)
+        if WALKTHROUGH_END - nearer >= 0.04:
+            changed = {"min_share": nearer, "max_share": WALKTHROUGH_END}
+    elif transform.name in ("MoveAgent", "MoveGoal"):
+        high = int(p.get("max_dist", 3))
+        if high > 1:
+            changed = {"min_dist": 1, "max_dist": max(high // 2, 1)}
+    return None if changed is None else TransformSpec(name=transform.name, params={**p, **changed})
+
+
+WALKTHROUGH_END = 0.95  # WalkthroughStart's largest share: the nearest start to the goal the catalog offers
+
+
 def offerable(spec: HarnessSpec) -> bool:
     """Builds on this env, and every transform is one a proposer should offer there."""
     try:

@@ -17,15 +17,46 @@ from envharness.spec import HarnessSpec
 from envrigger.diagnose import diagnose
 from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
 from envrigger.loop.gates import RoundContext
+from envrigger.loop.gates.base import GateResult
 from envrigger.loop.gates.transfer import Transfer
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import TrainingEpisodes
-from envrigger.loop.propose import propose, transforms_label
+from envrigger.loop.propose import Candidate, offerable, propose, step_in, transforms_label
 from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
 
 MASTERED_EPISODES = 20  # training episodes on a component before its success rate says it is mastered
+
+
+def _nearer(candidate: Candidate, gates: list[GateResult], config: LoopConfig, spaces: Any, seen: set[str]) -> Candidate | None:
+    """With ``config.step_in``: the next rung nearer the goal of an easing the agent won too rarely to learn from (None otherwise).
+
+    A candidate refused at learnability below the band (its measured rate under the band's
+    floor) whose easings have a :func:`~envrigger.loop.propose.step_in` becomes that nearer
+    candidate, validated next in the same round like any other (every gate, fail closed).
+    """
+    if not config.step_in:
+        return None
+    verdict = next((g for g in gates if g.gate == "learnability"), None)
+    if verdict is None or verdict.passed or float(verdict.statistic.get("rate", 1.0)) >= config.band[0]:
+        return None
+    stepped = [step_in(t) for t in candidate.added]
+    if all(t is None for t in stepped):
+        return None
+    changed = [new if new is not None else old for old, new in zip(candidate.added, stepped, strict=True)]
+    nearer = Candidate(
+        spec=config.spec.extended(*changed),
+        added=changed,
+        finding=candidate.finding,
+        finding_stats=candidate.finding_stats,
+        rationale=f"{transforms_label(candidate.added)} was won on {verdict.statistic.get('successes')} of "
+        f"{verdict.statistic.get('rollouts')} rollouts, below the band: its rung nearer the goal, {transforms_label(changed)}",
+        origin="step-in",
+    )
+    if nearer.hash in seen or not offerable(nearer.spec) or not _same_spaces(nearer.spec, spaces):
+        return None
+    return nearer
 
 
 def mastered(wins: int, episodes: int, band: tuple[float, float]) -> bool:
@@ -142,7 +173,9 @@ def rigger_round(
     admitted: list[Any] = []
     labels: list[str] = []  # what each admitted component adds to the base env, as `library list` names transforms
     tried: list[dict[str, Any]] = []  # every candidate: what it adds, why, and each gate's outcome (the run report shows them)
-    for index, candidate in enumerate(candidates):
+    index, stepped_in = 0, 0
+    while index < len(candidates):
+        candidate = candidates[index]
         current = [(c.hash, c.spec) for c in library.components() if c.round is None or c.round < number or c.id in admitted]
         result = validator.validate(candidate, validation_seeds, current, index=index)
         tried.append(
@@ -173,6 +206,11 @@ def rigger_round(
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
+            nearer = _nearer(candidate, result.gates, config, spaces, {c.hash for c in candidates} | {h for h, _, _ in admitted_before})
+            if nearer is not None and stepped_in < config.candidates_per_round:
+                candidates.insert(index + 1, nearer)  # validated next, in this round: the agent need not wait a round at 0%
+                stepped_in += 1
+        index += 1
     seconds["validate"] = time.perf_counter() - clock
     transfer = validator.gate("transfer")
     assert isinstance(transfer, Transfer)

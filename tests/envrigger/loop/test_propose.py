@@ -159,6 +159,30 @@ def test_step_out_moves_a_reverse_curriculum_outward_rung_by_rung_until_the_orig
     assert ladder("ActionSlip", p=0.1) == []  # not an easing: nothing to step out from
 
 
+def test_step_in_moves_a_start_toward_the_goal_rung_by_rung_and_stops_at_the_nearest():
+    from envharness.spec import TransformSpec
+    from envrigger.loop.propose import step_in
+
+    def ladder(name, **params):
+        rungs, current = [], TransformSpec(name=name, params=params)
+        while (current := step_in(current)) is not None:
+            rungs.append(current.params)
+        return rungs
+
+    # The catalog's nearest walkthrough start first, then half the rest of the way each rung; the last command stays the agent's.
+    assert ladder("WalkthroughStart", min_share=0.75, max_share=0.95) == [
+        {"min_share": 0.85, "max_share": 0.95},
+        {"min_share": 0.9, "max_share": 0.95},
+    ]
+    assert ladder("WalkthroughStart", min_share=0.0, max_share=0.9)[0] == {"min_share": 0.47, "max_share": 0.95}
+    assert ladder("MoveAgent", min_dist=2, max_dist=8) == [
+        {"min_dist": 1, "max_dist": 4},
+        {"min_dist": 1, "max_dist": 2},
+        {"min_dist": 1, "max_dist": 1},
+    ]
+    assert ladder("RemoveWalls", count=1) == []  # more removed walls is a shortcut, not a nearer start
+
+
 def test_a_mastered_component_gets_its_next_rung_proposed_before_any_mutation(tmp_path):
     base = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
     report = diagnose(rollout(base, "random", seeds=range(20), out=tmp_path / "random"))

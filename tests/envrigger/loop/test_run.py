@@ -156,6 +156,25 @@ def test_step_out_runs_through_the_loop_and_names_what_the_learner_mastered(tmp_
     assert all(c.parent in mastered for c in steps)
 
 
+def test_step_in_follows_a_start_won_too_rarely_with_its_nearer_rung_in_the_same_round(tmp_path):
+    # The band's floor at 0.2: on this lake the Q-learner wins too few episodes from 1-6 and 1-3 steps out to
+    # learn from; a start 1 step from the goal is its nearer rung, validated next and admitted like any candidate.
+    config = {**SMALL, "rounds": 2, "arms": ["rigger"], "step_in": True, "band": (0.2, 0.99), "heldout": False}
+    result = run_loop(tmp_path / "run", LoopConfig(**config))
+    tried = result["rounds"][0]["tried"]
+    stepped = [i for i, t in enumerate(tried) if t["origin"] == "step-in"]
+    assert stepped
+    for i in stepped:  # each follows a candidate the learnability gate refused, won on fewer than 20% of its rollouts
+        before = tried[i - 1]
+        assert not before["passed"] and before["gates"][-1]["gate"] == "learnability"
+    library = Library(tmp_path / "run" / "library.db")
+    nearer = [c for c in library.components() if c.origin == "step-in"]
+    assert [c.spec.transforms[-1].params for c in nearer] == [{"min_dist": 1, "max_dist": 1}]
+    assert "below the band" in nearer[0].rationale and {g["gate"] for g in nearer[0].gates} >= {"learnability", "no_shortcut"}
+    plain = run_loop(tmp_path / "plain", LoopConfig(**{**config, "step_in": False}))
+    assert all(t["origin"] != "step-in" for t in plain["rounds"][0]["tried"])
+
+
 def test_a_mastered_component_sits_out_later_rounds_but_stays_in_the_library(tmp_path):
     # The same easy lake: what the rigger arm wins almost always in one round is not trained on in the next.
     config = {**SMALL, "rounds": 3, "arms": ["rigger"], "retire_mastered": True, "band": (0.05, 0.6), "heldout": False}
