@@ -544,6 +544,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "credit_chunks": Flag(),
     "credit_retire": Flag(),
     "step_out": Flag(),
+    "step_in": Flag(),
     "retire_mastered": Flag(),
     "target_all": Flag(),
     "allow_seen_levels": Flag(),

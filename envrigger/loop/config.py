@@ -161,8 +161,8 @@ class LoopConfig(BaseModel):
     )
     step_in: bool = Field(
         False,
-        description="for an agent that wins almost nothing: a candidate easing (a start along the walkthrough, a start or "
-        "goal near the other) refused at learnability below the band's floor is followed, in the same round, by its rung "
+        description="for an agent that wins almost nothing: a candidate easing (a start along the walkthrough, a start near the "
+        "goal or a goal near the start) refused at learnability below the band's floor is followed, in the same round, by its rung "
         "nearer the goal, validated like any candidate (at most --candidates of them a round)",
     )
     retire_mastered: bool = Field(
