@@ -21,7 +21,7 @@ from pathlib import Path
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.diagnose.conditions import state_condition
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.detectors import EPISODE_DETECTORS, FINDING_NAMES, STATE_DETECTORS, flag_behaviours
+from envrigger.diagnose.detectors import FINDING_NAMES, STATE_DETECTORS, episode_detectors, flag_behaviours
 from envrigger.diagnose.flags import rate_by_feature, to_finding
 from envrigger.diagnose.frame import EpisodeFrame
 from envrigger.diagnose.judge import contrast, explains_failure, merge_duplicates, merge_symptoms, note_reading
@@ -44,7 +44,7 @@ def diagnose(run: TrajectoryStore | str | Path, config: DiagnoseConfig | None = 
     frame = EpisodeFrame.load(store)
     if frame.n == 0:
         raise TrajectoryError(f"{store.path}: the run has no episodes; collect some first")
-    episode_level = [c for detector in EPISODE_DETECTORS for c in detector(frame, config)]
+    episode_level = [c for detector in episode_detectors() for c in detector(frame, config)]
     wanted: dict[int, list[tuple[int, int]]] = {}
     for c in episode_level:
         for e, r in list(c.ranges.items())[: config.evidence]:

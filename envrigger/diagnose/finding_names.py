@@ -1,7 +1,8 @@
 """The finding vocabulary: every finding name, registered by the detector that produces it.
 
 Contains :class:`FindingName`, :data:`FINDING_NAMES` (the registry, keyed by name), the
-:func:`produces` decorator a detector declares its names with, and :func:`produced`, whether
+:func:`produces` decorator a detector declares its names with, :func:`episode_detector`
+(which registers a detector to run, in order) with :func:`episode_detectors`, and :func:`produced`, whether
 a name (a transform's target, say) is one some detector can give. A name is a word
 (``loop``) or a family with a detail after the colon (``terminal_cause:lava``,
 ``feature_region:goal_distance``), declared as ``terminal_cause:CAUSE``; a target may name a
@@ -100,6 +101,46 @@ def produces(*names: FindingName) -> Callable[[D], D]:
     return register
 
 
+_EPISODE_DETECTORS: dict[str, tuple[int, Callable[..., list[Any]]]] = {}
+
+
+def episode_detector(order: int) -> Callable[[D], D]:
+    """Register a ``(frame, config) -> flags`` detector to run on every diagnosis, at ``order`` (lower runs first).
+
+    A new detector is a module in :mod:`envrigger.diagnose.detectors` with its function under
+    ``@episode_detector(order=N)`` and ``@produces(...)``: the package imports every module in
+    it, so nothing else lists it.
+
+    Example:
+        >>> @episode_detector(order=999)
+        ... def sighs(frame, config):
+        ...     return []
+        >>> sighs in episode_detectors()
+        True
+        >>> episode_detector(order=999)(sighs)
+        Traceback (most recent call last):
+        ...
+        ValueError: episode detector order 999 is taken by sighs; give sighs another order
+        >>> del _EPISODE_DETECTORS["sighs"]
+    """
+
+    def register(detector: D) -> D:
+        taken = next((name for name, (at, _) in _EPISODE_DETECTORS.items() if at == order), None)
+        if taken is not None or detector.__name__ in _EPISODE_DETECTORS:
+            raise ValueError(
+                f"episode detector order {order} is taken by {taken or detector.__name__}; give {detector.__name__} another order"
+            )
+        _EPISODE_DETECTORS[detector.__name__] = (order, detector)
+        return detector
+
+    return register
+
+
+def episode_detectors() -> tuple[Callable[..., list[Any]], ...]:
+    """Every registered episode detector, in the order they run."""
+    return tuple(detector for _, detector in sorted(_EPISODE_DETECTORS.values(), key=lambda entry: entry[0]))
+
+
 def produced(name: str) -> bool:
     """Whether some registered detector gives findings called ``name`` (or, for a family, any of its members)."""
     family, _, detail = name.partition(":")
@@ -107,4 +148,4 @@ def produced(name: str) -> bool:
     return entry is not None and (not detail or entry.has_detail)
 
 
-__all__ = ["FINDING_NAMES", "KINDS", "FindingName", "produced", "produces"]
+__all__ = ["FINDING_NAMES", "KINDS", "FindingName", "episode_detector", "episode_detectors", "produced", "produces"]

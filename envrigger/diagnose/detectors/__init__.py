@@ -1,7 +1,8 @@
 """Detectors: from per-episode facts to flags, one module per kind of weakness.
 
 The face of the package: :data:`EPISODE_DETECTORS` (each ``(frame, config) -> flags``, in
-the order they run), :func:`flag_behaviours` (flags from the streamed step counts) and
+the order they run; each registers itself with ``@episode_detector(order=N)``, and every
+module here is imported, so a new detector is one new module and its tests), :func:`flag_behaviours` (flags from the streamed step counts) and
 :data:`STATE_DETECTORS`; what they read, :class:`DiagnoseConfig` and :class:`EpisodeFrame`; and the
 finding vocabulary, :data:`FINDING_NAMES`: every detector declares the names it produces with
 ``@produces`` (see :mod:`envrigger.diagnose.finding_names`), so with all of them imported
@@ -14,16 +15,22 @@ here the registry is whole.
 - :mod:`~envrigger.diagnose.detectors.behaviours`: loops, revisits, no-ops, repeats, blocked actions, tool errors, costly events.
 """
 
+import importlib
+import pkgutil
+
 from envrigger.diagnose.config import DiagnoseConfig
 from envrigger.diagnose.detectors.behaviours import STATE_DETECTORS, STEP_TITLES, flag_behaviours
 from envrigger.diagnose.detectors.endings import endings
 from envrigger.diagnose.detectors.model_calls import model_calls
 from envrigger.diagnose.detectors.outcomes import return_gaps, reward_without_success, variance_across_seeds
 from envrigger.diagnose.detectors.regions import feature_regions
-from envrigger.diagnose.finding_names import FINDING_NAMES, FindingName, produced, produces
+from envrigger.diagnose.finding_names import FINDING_NAMES, FindingName, episode_detector, episode_detectors, produced, produces
 from envrigger.diagnose.frame import EpisodeFrame
 
-EPISODE_DETECTORS = (endings, feature_regions, reward_without_success, variance_across_seeds, return_gaps, model_calls)
+for _module in pkgutil.iter_modules(__path__):  # every detector module registers itself: a new one is listed nowhere
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+EPISODE_DETECTORS = episode_detectors()
 
 __all__ = [
     "EPISODE_DETECTORS",
@@ -34,6 +41,8 @@ __all__ = [
     "EpisodeFrame",
     "FindingName",
     "endings",
+    "episode_detector",
+    "episode_detectors",
     "feature_regions",
     "flag_behaviours",
     "model_calls",

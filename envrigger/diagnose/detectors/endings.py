@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.finding_names import FindingName, produces
+from envrigger.diagnose.finding_names import FindingName, episode_detector, produces
 from envrigger.diagnose.flags import Flag, cause_name, last_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@episode_detector(order=10)
 @produces(
     FindingName("timeout", "ending", "truncated before success (the env's limit or a StepBudget)"),
     FindingName("episode_error", "ending", "the env or the policy raised an exception"),

@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.finding_names import FindingName, produces
+from envrigger.diagnose.finding_names import FindingName, episode_detector, produces
 from envrigger.diagnose.flags import Flag, all_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@episode_detector(order=60)
 @produces(
     FindingName("malformed_output", "behaviour", "replies that name no action, sent back by the harness"),
     FindingName("context_truncated", "behaviour", "failed after older turns were cut from the model's context"),

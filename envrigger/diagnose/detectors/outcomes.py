@@ -8,11 +8,12 @@ from __future__ import annotations
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.finding_names import FindingName, produces
+from envrigger.diagnose.finding_names import FindingName, episode_detector, produces
 from envrigger.diagnose.flags import Flag, all_steps, share_lost
 from envrigger.diagnose.frame import EpisodeFrame
 
 
+@episode_detector(order=30)
 @produces(FindingName("reward_without_success", "ending", "failed yet collected as much reward as a typical success"))
 def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Failed episodes that still collected as much reward as typical successes (or any, if none succeed)."""
@@ -28,6 +29,7 @@ def reward_without_success(frame: EpisodeFrame, config: DiagnoseConfig) -> list[
     return [Flag("reward_without_success", title, mask, stats={"return_bar": bar}, ranges=all_steps(frame, mask, config.evidence))]
 
 
+@episode_detector(order=40)
 @produces(FindingName("high_variance", "level", "the same level's outcome varies across seeds, close to a coin flip"))
 def variance_across_seeds(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Levels played from several seeds whose outcome is close to a coin flip.
@@ -70,6 +72,7 @@ def _robust_margin(values: np.ndarray, floor: float) -> tuple[float, float]:
     return median, max(floor, 0.1 * abs(median), 3 * 1.4826 * mad)
 
 
+@episode_detector(order=50)
 @produces(FindingName("return_gap", "cost", "succeeded with a return far below a typical success's"))
 def return_gaps(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Successful episodes whose return falls far below a typical success's (a detour, a penalty paid on the way)."""

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from envrigger.diagnose.config import DiagnoseConfig
-from envrigger.diagnose.finding_names import FindingName, produces
+from envrigger.diagnose.finding_names import FindingName, episode_detector, produces
 from envrigger.diagnose.flags import Flag, all_steps
 from envrigger.diagnose.frame import EpisodeFrame
 
@@ -19,6 +19,7 @@ def _one_sided_p(z: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
+@episode_detector(order=20)
 @produces(FindingName("feature_region:FEATURE", "region", "failed inside the level-feature region where failure concentrates most"))
 def feature_regions(frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """Per level feature, the threshold split whose side concentrates failure the most."""

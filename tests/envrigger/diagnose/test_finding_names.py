@@ -104,3 +104,27 @@ def test_a_detector_returning_a_name_of_another_kind_than_declared_is_refused():
             dawdles(None, DiagnoseConfig())
     finally:
         del FINDING_NAMES["dawdles"]
+
+
+def test_a_detector_registered_with_episode_detector_runs_in_every_diagnosis(tmp_path):
+    # What a new detector module does: nothing else lists it, and diagnose() runs it.
+    from envrigger.diagnose import diagnose
+    from envrigger.diagnose.finding_names import _EPISODE_DETECTORS, episode_detector
+    from envrigger.rollout import rollout
+
+    seen: list[int] = []
+
+    @episode_detector(order=995)
+    @produces(FindingName("dawdling", "behaviour", "failed after long episodes"))
+    def dawdling(frame, config):
+        seen.append(frame.n)
+        return [Flag("dawdling", "failed after long episodes", ~frame.success, kind="behaviour")]
+
+    run = rollout("MiniGrid-Empty-5x5-v0", "random", seeds=range(12), out=tmp_path / "run")
+    try:
+        diagnose(run)
+    finally:
+        del _EPISODE_DETECTORS["dawdling"], FINDING_NAMES["dawdling"]
+    assert seen == [12]  # it ran, on the whole run
+    diagnose(run)
+    assert seen == [12]  # unregistered, it runs no more
