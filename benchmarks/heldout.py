@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
 from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
-from envrigger.loop.results import FinalResults
+from envrigger.loop.results import AcrossSeeds, FinalResults
 from envrigger.loop.seeds import COLLAPSED
 from envrigger.stats import t_interval
 
@@ -177,8 +177,8 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     plan = json.loads((where / "seeds.json").read_text())
     config = plan["config"]
     finished = _finished(where)
-    saved = json.loads((where / "result.json").read_text()) if (where / "result.json").is_file() else None
-    if saved is not None and len(saved["seeds"]) >= len(finished):  # written when its seeds finished; a run extended since is recomputed
+    saved = AcrossSeeds.load(where / "result.json") if (where / "result.json").is_file() else None
+    if saved is not None and len(saved.seeds) >= len(finished):  # written when its seeds finished; a run extended since is recomputed
         result = saved
     elif len(finished) >= 2:
         result = across_seeds({int(p.name.split("-")[1]): FinalResults.load(p / "final.json") for p in finished})
@@ -195,7 +195,7 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     return {
         "benchmark": benchmark.model_dump(mode="json"),
         "config": config,
-        "result": result,
+        "result": result.dump(),
         "curves": curves,
         "wall_time": {"per_seed_mean": float(np.mean(wall)), "total": float(np.sum(wall))},
         "per_seed": _per_seed(where),

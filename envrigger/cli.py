@@ -28,7 +28,7 @@ from envharness.command_line import console as harness_console
 from envharness.errors import UserError
 from envrigger.data import TrajectoryStore
 from envrigger.loop.config import LoopConfig
-from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
+from envrigger.loop.results import AcrossSeeds, FinalResults, LoopResult, RoundSummary
 from envrigger.options import Flag, model_options
 from envrigger.policies import RandomPolicy, reference_policy
 
@@ -783,31 +783,30 @@ def _show_final(target: Path, result: LoopResult) -> None:
         print(f"envrigger: warning: {warning}", file=sys.stderr)
 
 
-def _show_across_seeds(target: Path, result: dict[str, Any]) -> None:
-    seeds = result["seeds"]
+def _show_across_seeds(target: Path, result: AcrossSeeds) -> None:
+    seeds = result.seeds
     table = Table(
         title=f"envrigger run {target}: held-out success on the original env over {len(seeds)} master seeds "
         f"({seeds[0]}..{seeds[-1]}), mean and 95% t interval across seeds"
     )
     for column in ("arm", "mean held-out success", "95% interval", "steps to success", "train steps", "env steps (all)"):
         table.add_column(column)
-    for arm, r in result["arms"].items():
-        s = r["success"]
+    for arm, r in result.arms.items():
+        s = r.success
         table.add_row(
             arm,
-            f"{s['mean']:.3f}",
-            f"[{s['ci'][0]:.3f}, {s['ci'][1]:.3f}]",
-            _fmt(r["steps_to_success"]),
-            f"{r['env_steps']['train']:,.0f}",
-            f"{r['env_steps']['total']:,.0f}",
+            f"{s.mean:.3f}",
+            f"[{s.ci[0]:.3f}, {s.ci[1]:.3f}]",
+            _fmt(r.steps_to_success),
+            f"{r.env_steps.get('train', 0):,.0f}",
+            f"{r.env_steps.get('total', 0):,.0f}",
         )
-    focus = result["focus"]
-    for arm, d in result["difference"].items():
-        change = d.get("steps_to_success_change")
+    for arm, d in result.difference.items():
+        change = d.steps_to_success_change
         table.add_row(
-            f"{focus} - {arm} (paired by seed)",
-            f"{d['mean']:+.3f}",
-            f"[{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]",
+            f"{result.focus} - {arm} (paired by seed)",
+            f"{d.mean:+.3f}",
+            f"[{d.ci[0]:+.3f}, {d.ci[1]:+.3f}]",
             "-" if change is None else f"{change:+.1%}",
             "",
             "",

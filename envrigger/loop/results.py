@@ -3,7 +3,8 @@
 Contains :data:`SCHEMA_VERSION`, :class:`Evaluation` (one policy scored on the original
 env), :class:`ArmRound` and :class:`RoundSummary` (one round, as the library commits
 it), :class:`ArmFinal`, :class:`LevelCounts` and :class:`FinalResults` (``final.json``),
-and :class:`LoopResult` (what :func:`~envrigger.loop.run.run_loop` returns). A file
+:class:`AcrossSeeds` (a multi-seed run's ``result.json``, with :class:`ArmAcrossSeeds`,
+:class:`Interval` and :class:`Difference`) and :class:`LoopResult` (what :func:`~envrigger.loop.run.run_loop` returns). A file
 written before versions were recorded loads as version 0 (the same fields); a file from a
 newer version than this code knows is refused with one line.
 
@@ -124,6 +125,55 @@ class FinalResults(_Versioned):
     @classmethod
     def load(cls, path: Path) -> FinalResults:
         """Read a ``final.json`` (any version this code knows)."""
+        return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+class Interval(Readable):
+    """A mean across master seeds with its 95% t interval (:func:`~envrigger.stats.t_interval`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    mean: float
+    ci: list[float]
+    n: int
+
+
+class ArmAcrossSeeds(Readable):
+    """One arm over every master seed: held-out success with its interval, steps to success, env steps, picked rounds."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: Interval
+    steps_to_success: float | None = None
+    env_steps: dict[str, float] = Field(default_factory=dict)
+    rounds: list[int] = Field(default_factory=list)
+    collapsed: int = 0
+
+
+class Difference(Interval):
+    """The focus arm minus another, paired by master seed, and the relative change in steps to success."""
+
+    steps_to_success_change: float | None = None
+
+
+class AcrossSeeds(_Versioned):
+    """A multi-seed run's ``result.json``: each arm across master seeds and the focus arm's paired differences.
+
+    Example:
+        >>> r = AcrossSeeds.model_validate({"seeds": [0, 1], "focus": "rigger", "arms": {"rigger": {
+        ...     "success": {"mean": 0.5, "ci": [0.4, 0.6], "n": 2}}}, "difference": {}})
+        >>> r.schema_version, r.arms["rigger"].success.mean, r["focus"]
+        (0, 0.5, 'rigger')
+    """
+
+    seeds: list[int]
+    arms: dict[str, ArmAcrossSeeds]
+    difference: dict[str, Difference] = Field(default_factory=dict)
+    focus: str
+
+    @classmethod
+    def load(cls, path: Path) -> AcrossSeeds:
+        """Read a ``result.json`` (any version this code knows)."""
         return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
 
 

@@ -19,14 +19,14 @@ from pydantic import BaseModel, Field
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.levels import LevelSplit
-from envrigger.loop.results import FinalResults, RoundSummary
+from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary
 from envrigger.loop.run import one_writer, run_loop, save_json
 from envrigger.stats import t_interval
 
 COLLAPSED = 0.2  # held-out success below this on a seed: the arm collapsed there
 
 
-def across_seeds(runs: dict[int, FinalResults]) -> dict[str, Any]:
+def across_seeds(runs: dict[int, FinalResults]) -> AcrossSeeds:
     """Held-out success per arm across training seeds: mean, 95% t interval, paired differences.
 
     ``runs`` maps each master seed to its final results (:attr:`LoopResult.final`, ``final.json``). The interval is across
@@ -75,7 +75,7 @@ def across_seeds(runs: dict[int, FinalResults]) -> dict[str, Any]:
             mine, theirs = out["arms"][focus]["steps_to_success"], out["arms"][arm]["steps_to_success"]
             entry["steps_to_success_change"] = (mine - theirs) / theirs if mine is not None and theirs else None
             out["difference"][arm] = entry
-    return out
+    return AcrossSeeds.model_validate({**out, "schema_version": AcrossSeeds.CURRENT})
 
 
 class SeedsRun(BaseModel):
@@ -95,7 +95,7 @@ def run_seeds(
     log: Callable[[str], None] = lambda message: None,
     jobs: int = 1,
     ray_address: str | None = None,
-) -> dict[str, Any]:
+) -> AcrossSeeds:
     """Run (or, without ``config``, resume) one loop per master seed in ``out/seed-S``; returns :func:`across_seeds`.
 
     Master seeds are ``config.seed .. config.seed + seeds - 1``; each trains every arm's
@@ -114,7 +114,7 @@ def run_many(
     on_round: Callable[[RoundSummary], None] | None = None,
     log: Callable[[str], None] = lambda message: None,
     ray_address: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[AcrossSeeds]:
     """Run (or resume) several multi-seed runs, ``jobs`` master seeds at a time; returns each run's :func:`across_seeds`.
 
     With ``jobs`` = 1 the seeds run here, one after another. Otherwise each seed is a fresh
@@ -154,11 +154,11 @@ def run_many(
                 run_loop(where, fresh, on_round=on_round, log=_prefixed(log, label))
         else:
             _parallel(tasks, jobs, on_round, log)
-        results = []
+        results: list[AcrossSeeds] = []
         for run, config, seeds in plans:
             finals = {seed: FinalResults.load(run.out / f"seed-{seed}" / "final.json") for seed in range(config.seed, config.seed + seeds)}
             result = across_seeds(finals)
-            save_json(run.out / "result.json", result)
+            save_json(run.out / "result.json", result.dump())
             results.append(result)
         return results
 
