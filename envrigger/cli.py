@@ -149,7 +149,11 @@ def collect(
     output: Path = typer.Option(..., "-o", "--output", help="Run directory to create or append to."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
     episode_timeout: float = typer.Option(
-        600.0, "--episode-timeout", min=0, help="Wall seconds an episode may take before it is recorded as 'timeout (wall)' (0: none)."
+        600.0,
+        "--episode-timeout",
+        min=0,
+        help="Wall seconds an episode may take before it is killed and recorded as 'timeout (wall)', nothing of it kept (0: none); "
+        "an LLM agent's episode is cut before that, its steps kept, at the harness's episode_seconds or at this less the request timeout.",
     ),
     flush_steps: int = typer.Option(
         50_000, "--flush-steps", min=1, help="Commit a part every this many steps (smaller: less to redo after a crash)."
@@ -204,6 +208,7 @@ def collect(
     chosen: Any = policy
     if agent is not None:
         chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or (), prices)
+        chosen, episode_timeout = _wall_limits(chosen, episode_timeout, request_timeout)
         if backend == "ray":
             raise UserError("--agent chat runs on the serial or process backend; drop --backend ray")
         if concurrency > 1 and backend == "process":
@@ -259,6 +264,26 @@ def _chat_agent(
     endpoint = Endpoint(base_url.rstrip("/"), model, api_key_env=api_key_env, timeout_s=timeout, prices=table)
     check_endpoint(endpoint)
     return ChatAgentFactory(harness, endpoint)
+
+
+def _wall_limits(factory: Any, hard: float, request_timeout: float) -> tuple[Any, float]:
+    """The agent's own wall limit per episode (soft: the episode is cut, its steps kept) and the hard one that kills it.
+
+    A harness without ``episode_seconds`` gets one that leaves its last model call time to
+    finish inside ``--episode-timeout``; a harness with one keeps it, and the hard limit
+    moves above it, so the kill (which keeps nothing) is only for an env or agent that hangs.
+    """
+    from envrigger.agents import ChatAgentFactory
+
+    soft = factory.harness.episode_seconds
+    if soft is None:
+        if not hard:
+            return factory, hard
+        soft = max(hard - request_timeout - 10.0, hard / 2)
+        factory = ChatAgentFactory(factory.harness.model_copy(update={"episode_seconds": soft}), factory.endpoint)
+    elif hard:
+        hard = max(hard, soft + request_timeout + 30.0)
+    return factory, hard
 
 
 agent_app = typer.Typer(help="LLM agents: their harness files.", no_args_is_help=True, rich_markup_mode=None)

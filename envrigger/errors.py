@@ -5,8 +5,9 @@ Contains :class:`EnvriggerError`, the one base class, and its specific kinds:
 malformed), :class:`LibraryError` (a library database), :class:`LedgerError` (a ledger,
 its releases and what may be evaluated on it), :class:`RolloutError` (a rollout's backend
 and arguments, or workers that cannot start), :class:`SkillLibraryError` (a skill library),
-:class:`AgentError` (an LLM agent cannot go on) and :class:`CallBudgetSpent` (an agent's call
-budget used up: the episode is cut, not failed).
+:class:`AgentError` (an LLM agent cannot go on), :class:`CallBudgetSpent` (an agent's call
+budget used up: the episode is cut, not failed) and :class:`WallLimitReached` (its wall
+seconds per episode passed: cut likewise).
 
 ``EnvriggerError`` is an :class:`envharness.errors.EnvHarnessError`: every message is one
 line that says what was wrong and how to fix it, and the command lines print it as is and
@@ -62,3 +63,12 @@ class CallBudgetSpent(AgentError):
     """
 
     cut = "call budget"
+
+
+class WallLimitReached(AgentError):
+    """The harness's wall seconds per episode have passed: the episode is cut by a limit, its steps and calls kept.
+
+    ``cut`` names the limit; a rollout records the episode with its steps and model calls, its reason ``cut``.
+    """
+
+    cut = "wall limit"

@@ -22,7 +22,7 @@ from envharness.errors import SpecError
 from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
-from envrigger.errors import AgentError, CallBudgetSpent
+from envrigger.errors import AgentError, CallBudgetSpent, WallLimitReached
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
 RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
@@ -237,6 +237,7 @@ class ChatAgent:
         self._calls_used = 0
         self._calls: list[dict[str, Any]] = []
         self._reward = 0.0
+        self._started = time.monotonic()
 
     def pop_calls(self) -> list[dict[str, Any]]:
         """The model calls made for the last action (and forget them)."""
@@ -343,6 +344,9 @@ class ChatAgent:
     def _call(self, commands: list[str]) -> tuple[dict[str, Any], dict[str, Any], str | None]:
         if self._calls_used >= self.harness.max_calls:
             raise CallBudgetSpent(f"the harness's budget of {self.harness.max_calls} model calls per episode is used up")
+        limit = self.harness.episode_seconds
+        if limit is not None and time.monotonic() - self._started >= limit:
+            raise WallLimitReached(f"the episode has taken the harness's {limit:g} wall seconds; no more model calls are made")
         if self._budget.spent:
             raise AgentError(
                 f"{self.endpoint.describe()}: {self._budget.in_a_row} calls in a row failed (the run's error budget); "

@@ -90,6 +90,14 @@ class AgentHarness(BaseModel):
     parse: ParseRules = Field(default_factory=ParseRules)
     retries: int = Field(2, ge=0, le=20, description="replies that may be sent back per step before the step fails")
     max_calls: int = Field(200, ge=1, le=100_000, description="model calls per episode; the episode ends when they run out")
+    episode_seconds: float | None = Field(
+        None,
+        gt=0,
+        le=7 * 86_400,
+        description="wall seconds an episode may take: no model call starts after them, and the episode is stored cut "
+        "('wall limit') with every step and call it made; a limit of the machine, not the agent, so not in the hash "
+        "(unset: `collect` derives it from --episode-timeout)",
+    )
     sampling: Sampling = Field(default_factory=Sampling)
     context: ContextPolicy = Field(default_factory=ContextPolicy)
     skills: list[str] = Field(
@@ -130,8 +138,9 @@ class AgentHarness(BaseModel):
             raise SpecError(f"{source}: {where}: {first['msg']}; see `envrigger agent init` for a valid harness") from None
 
     def hash(self) -> str:
-        """16 hex digits identifying this harness (its canonical JSON; a harness without skills hashes as before skills existed)."""
+        """16 hex digits identifying this harness (its canonical JSON without the wall limit; a harness without skills hashes as before skills existed)."""
         data = self.model_dump(mode="json")
+        data.pop("episode_seconds")  # how long this machine may take, not what the agent does
         if not data["skills"]:
             for name in ("skills", "skills_k", "skills_chars"):
                 data.pop(name)

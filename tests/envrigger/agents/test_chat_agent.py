@@ -474,3 +474,30 @@ def test_collect_prices_the_calls_from_a_price_table_and_refuses_a_bad_one(tmp_p
     episode = next(TrajectoryStore(tmp_path / "run").iter_episodes())
     assert episode.cost_usd == pytest.approx((episode.input_tokens * 2.0 + episode.output_tokens * 8.0) / 1e6) and episode.cost_usd > 0
     assert refused.returncode == 2 and "--prices" in refused.stderr and not (tmp_path / "refused").exists()
+
+
+def test_an_episode_past_its_wall_limit_is_cut_with_its_steps_and_calls_kept_also_with_episodes_in_flight(tmp_path):
+    import time
+
+    def slow(request: dict[str, Any]) -> Reply:  # a slow endpoint and a model that never fixes anything
+        time.sleep(0.3)
+        return Reply(content='{"tool": "list"}')
+
+    harness = default_harness(CODE.env_id).model_copy(update={"episode_seconds": 1.0})
+    assert harness.hash() == default_harness(CODE.env_id).hash()  # a limit of the machine: the same agent in the ledger
+    path = tmp_path / "harness.json"
+    path.write_text(harness.to_json())
+    with ChatServer(slow) as server:
+        chat = ("--agent", "chat", "--base-url", server.url, "--model", "scripted", "--episodes", "4", "--concurrency", "2")
+        done = envrigger("collect", CODE.env_id, *chat, "--harness", str(path), "-o", str(tmp_path / "limit"))
+        # No wall limit in the harness: the agent's is --episode-timeout less the request timeout, so the kill never comes.
+        derived = envrigger(
+            "collect", CODE.env_id, *chat, "--episode-timeout", "2", "--request-timeout", "1", "-o", str(tmp_path / "derived")
+        )
+    assert done.returncode == 0 and derived.returncode == 0, done.stderr + derived.stderr
+    for run in ("limit", "derived"):
+        episodes = list(TrajectoryStore(tmp_path / run).iter_episode_steps())
+        assert len(episodes) == 4
+        for episode, steps in episodes:
+            assert episode.error is None and episode.reason == episode.terminal_cause == "wall limit" and not episode.success
+            assert steps and episode.length == len(steps) and episode.model_calls >= len(steps)  # what it did is kept
