@@ -110,14 +110,20 @@ def merge_duplicates(flags: list[Flag], frame: EpisodeFrame, config: DiagnoseCon
     return out
 
 
+MODEL_REPLIES = frozenset({"malformed_output", "verbose_output"})  # what an LLM agent's model itself answered
+CONDITIONS = frozenset({"context_truncated", "slow_calls"})  # what its harness or endpoint did to it, not what it did
+AGENT_LIMITS = frozenset({"terminal_cause:call_budget", "terminal_cause:wall_limit"})  # the agent's own limits cut the episode
+
+
 def merge_symptoms(flags: list[Flag], frame: EpisodeFrame, config: DiagnoseConfig) -> list[Flag]:
     """One finding per behaviour: behaviours and endings that flag nearly the same episodes become one, with symptoms.
 
     A PPO agent pressing ``forward`` into a wall shows a no-op, a repeated action, revisits
     and a timeout on the same episodes: one behaviour, not four findings. Flags are
-    taken strongest first (an ending the env names, such as lava or a failed submit, then a
-    behaviour, then an ending that only says how the episode stopped, such as a timeout or
-    giving up; within each, the larger share of failures covered, then the larger lower end
+    taken strongest first (an ending the env names, such as lava or a failed submit, then
+    what an LLM agent's model replied (:data:`MODEL_REPLIES`), then a behaviour, then what its
+    harness or endpoint did to it (:data:`CONDITIONS`), then an ending that only says how the
+    episode stopped, such as a timeout, giving up or the agent's own call budget; within each, the larger share of failures covered, then the larger lower end
     of the lift's interval); one whose episodes and a kept one's each cover ``symptom_overlap`` of the
     other's joins the kept one as a symptom (``stats["symptoms"]``), keeping the kept one's
     statistics. Flags below the support thresholds take no part.
@@ -130,12 +136,19 @@ def merge_symptoms(flags: list[Flag], frame: EpisodeFrame, config: DiagnoseConfi
         return hits >= config.min_episodes and hits / max(frame.n, 1) >= config.min_rate
 
     def strength(c: Flag) -> tuple:
-        # What ended the episode, where the env says (lava, a failed submit), names it best; then the
-        # behaviour; an ending that says only how it stopped (a timeout, giving up) is a symptom.
-        told = c.name.startswith("terminal_cause:") or c.name == "episode_error"
+        # What ended the episode, where the env says (lava, a failed submit), names it best; then what
+        # the model itself replied (a reply that names no action wastes the turn the other behaviours
+        # then show); then the behaviour; then what the harness or the endpoint did to the agent
+        # (its context cut, slow calls); an ending that says only how it stopped (a timeout, giving
+        # up, the agent's own call budget or wall limit) is a symptom.
+        told = (c.name.startswith("terminal_cause:") and c.name not in AGENT_LIMITS) or c.name == "episode_error"
         lift = (c.stats.get("contrast") or {}).get("lift_ci") or [0.0, 0.0]
+        if c.kind == "behaviour":
+            rank = 1 if c.name in MODEL_REPLIES else 3 if c.name in CONDITIONS else 2
+        else:
+            rank = 0 if told else 4
         return (
-            0 if told else 1 if c.kind == "behaviour" else 2,
+            rank,
             -round(int((c.mask & failed).sum()) / failures, 9),
             -float(lift[0]),
             c.name,

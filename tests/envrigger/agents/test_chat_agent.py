@@ -501,3 +501,19 @@ def test_an_episode_past_its_wall_limit_is_cut_with_its_steps_and_calls_kept_als
         for episode, steps in episodes:
             assert episode.error is None and episode.reason == episode.terminal_cause == "wall limit" and not episode.success
             assert steps and episode.length == len(steps) and episode.model_calls >= len(steps)  # what it did is kept
+
+
+@needs_textworld
+def test_the_diagnosis_leads_with_the_models_own_failure_not_the_context_the_harness_cut(tmp_path):
+    # A model that echoes its prompt never names a command: every turn is wasted, its
+    # context is cut (keep_turns 1) and its call budget runs out. What it did wrong is its reply.
+    from envrigger.diagnose import diagnose
+
+    harness = default_harness(TW.env_id)
+    harness = harness.model_copy(update={"context": harness.context.model_copy(update={"keep_turns": 1}), "max_calls": 8, "retries": 1})
+    with ChatServer(lambda request: Reply(content=last_user(request)[:200])) as server:
+        store = rollout(TW, ChatAgentFactory(harness, Endpoint(server.url, "scripted")), seeds=range(8), out=tmp_path / "run")
+    lead = diagnose(store).findings[0]
+    assert lead.name == "malformed_output" and lead.failures == 8
+    assert {"context_truncated", "terminal_cause:call_budget"} <= set(lead.symptoms)
+    assert lead.symptoms.index("context_truncated") < lead.symptoms.index("terminal_cause:call_budget")
