@@ -131,3 +131,20 @@ def test_the_proxy_in_front_of_a_real_model_records_the_call_and_never_the_key(l
     (call,) = CallLog(run).read("s1")
     assert call["gen_ai.usage.input_tokens"] > 0 and call["gen_ai.response.model"]
     no_secret_in(run)
+
+
+def test_a_ledger_evaluates_a_release_served_by_a_real_model_and_shows_it(llama, tmp_path):
+    spec = tmp_path / "tw.json"
+    spec.write_text(
+        json.dumps({"env_id": "envharness/TextWorld-v0", "env_kwargs": {"levels": [3], "games_per_level": 2, "max_episode_steps": 2}})
+    )
+    ledger = tmp_path / "ledger.db"
+    made = envrigger("ledger", "init", str(ledger), "--env", str(spec), "--tasks", "2")
+    assert made.returncode == 0, made.stderr[-2000:]
+    files = harness(tmp_path, "envharness/TextWorld-v0", "text", max_calls=2)
+    done = envrigger("ledger", "eval", str(ledger), "--release", "smol-1", "--base-url", llama, "--model", "smollm2",
+                     "--harness", str(files), "--concurrency", "2")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = envrigger("ledger", "show", str(ledger), "smol-1")
+    assert shown.returncode == 0 and "smollm2" in shown.stdout and "2" in shown.stdout, shown.stdout + shown.stderr
+    assert KEY.encode() not in ledger.read_bytes()
