@@ -584,6 +584,22 @@ RUN_FLAGS: dict[str, Flag] = {
 }
 """The loop settings ``envrigger run`` takes, each a :class:`LoopConfig` field: default, bounds and help are the field's."""
 
+NOT_RUN_FLAGS: dict[str, str] = {
+    "spec": "the ENV_ID|SPEC.json argument",
+    "heldout_spec": "a held-out env other than the base env: a spec file's matter (loop.json), not an option",
+    "learner_params": "the learner's own settings: a spec file's matter (loop.json), not an option",
+    "heldout": "the held-out evaluation is the run's point; benchmarks switch it off in code (variant_check.py)",
+    "dr_pool": "the dr arm's pool size: a benchmark's setting (benchmarks/suite/*.json)",
+    "band": "validation statistics: set in loop.json or code; the defaults are the ones the results were measured with",
+    "confidence": "validation statistics, as band",
+    "min_rollouts": "validation statistics, as band",
+    "max_rollouts": "validation statistics, as band",
+    "candidate_timeout_s": "validation's time budget per candidate, as band",
+    "credit_episodes": "credit's scoring budget: a benchmark's setting",
+    "transfer_episodes": "the transfer gate's scoring budget: a benchmark's setting",
+}
+"""Every other :class:`LoopConfig` field, and why it is not an option (a test checks that each field is one or the other)."""
+
 
 def run_command(
     env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help=f"Base env (default: {DEFAULT_RUN_ENV})."),

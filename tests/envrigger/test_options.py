@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from pydantic import BaseModel, Field
 
-from envrigger.cli import RUN_FLAGS, app
+from envrigger.cli import NOT_RUN_FLAGS, RUN_FLAGS, app
 from envrigger.loop.config import LoopConfig, ValidationConfig
 from envrigger.options import Flag, model_options
 
@@ -32,6 +32,13 @@ def test_every_run_setting_has_its_fields_default_bounds_and_help():
                 assert option.max == item.le, name
         described = (info.description or "")[:30].lower()
         assert flag.help is not None or described in (option.help or "").lower(), name
+
+
+def test_every_loop_setting_is_an_option_or_says_why_not():
+    # A new LoopConfig field is decided once: on the command line (RUN_FLAGS) or not, with the reason.
+    assert set(RUN_FLAGS) | set(NOT_RUN_FLAGS) == set(LoopConfig.model_fields)
+    assert not set(RUN_FLAGS) & set(NOT_RUN_FLAGS)
+    assert all(reason.strip() for reason in NOT_RUN_FLAGS.values())
 
 
 def test_the_validators_and_the_loops_shared_settings_agree():
