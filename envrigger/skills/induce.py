@@ -186,8 +186,11 @@ def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Sk
     return skills, {}
 
 
-def induce_skills(endpoint: Any, found: list[Trace]) -> tuple[list[Skill], dict[str, int]]:
-    """Ask the model at ``endpoint`` (an :class:`~envrigger.agents.Endpoint`) for skills from ``found``; refusals counted, never raised."""
+def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | None = None) -> tuple[list[Skill], dict[str, int]]:
+    """Ask the model at ``endpoint`` (an :class:`~envrigger.agents.Endpoint`) for skills from ``found``; refusals counted, never raised.
+
+    ``usage``, if given, gets what the call cost: ``model_calls`` and the tokens the endpoint reported.
+    """
     if not found:
         return [], {}
     import openai  # the llm extra; an endpoint is only given where it is installed
@@ -205,6 +208,11 @@ def induce_skills(endpoint: Any, found: list[Trace]) -> tuple[list[Skill], dict[
             seed=0,
             max_tokens=1500,
         )
+        if usage is not None:
+            tokens = getattr(response, "usage", None)
+            usage["model_calls"] = usage.get("model_calls", 0) + 1
+            usage["input_tokens"] = usage.get("input_tokens", 0) + int(getattr(tokens, "prompt_tokens", 0) or 0)
+            usage["output_tokens"] = usage.get("output_tokens", 0) + int(getattr(tokens, "completion_tokens", 0) or 0)
         content = response.choices[0].message.content if response.choices else None
     except (openai.APIError, EnvHarnessError):
         return [], {"endpoint": 1}

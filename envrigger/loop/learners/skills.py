@@ -8,7 +8,8 @@ validated JSON (``induce: "model"``) — and merges them into its memory (duplic
 at most ``max_skills``). Its policy is the chat agent with those lessons in its harness
 (``AgentHarness.skills``), so each task's first message carries the lessons that best match
 it, the harness's hash names the memory, and a ledger's harness factor covers skill changes.
-It saves the agent's description (never the key) and the lessons with their provenance.
+It saves the agent's description (never the key), the lessons with their provenance, and
+what its training cost the endpoint (``spent``: model calls and tokens, playing and inducing).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from envrigger.skills import Skill, Trace, extract_skills
 from envrigger.skills.induce import induce_skills
 
 INDUCERS = ("extractor", "model")
+SPENT = ("model_calls", "input_tokens", "output_tokens", "induce_calls")  # induce_calls: included in model_calls
 
 
 class SkillsLearner:
@@ -63,6 +65,8 @@ class SkillsLearner:
         self.skills: list[Skill] = []
         self.rounds = 0
         self.refused: dict[str, int] = {}  # the model's answers that were not skills, counted
+        # What training cost the endpoint, over every round (held-out and validation rollouts record their own calls).
+        self.spent: dict[str, int] = dict.fromkeys(SPENT, 0)
 
     def _endpoint(self) -> Any:
         from envrigger.loop.learners.fixed import agent_endpoint
@@ -99,9 +103,10 @@ class SkillsLearner:
                     try:
                         action = agent.act(obs, info)
                     except AgentError:  # the call budget, or an endpoint that gave up: the episode ends here
+                        self._count(agent.pop_calls())
                         break
                     obs, reward, terminated, truncated, info = env.step(action)
-                    agent.pop_calls()
+                    self._count(agent.pop_calls())
                     taken += 1
                     commands.append(str(info.get("command", action)))
                     rewards.append(float(reward))
@@ -117,12 +122,21 @@ class SkillsLearner:
         self.rounds += 1
         lessons = extract_skills(found)
         if self.induce == "model":
-            induced, refused = induce_skills(self._endpoint(), found)
+            usage: dict[str, int] = {}
+            induced, refused = induce_skills(self._endpoint(), found, usage=usage)
+            self.spent["induce_calls"] += usage.get("model_calls", 0)
+            self._count([], usage)
             lessons = induced + lessons  # the model's own lessons first, the extractor's as a floor
             for why, count in refused.items():
                 self.refused[why] = self.refused.get(why, 0) + count
         self._merge([s.model_copy(update={"round": self.rounds}) for s in lessons])
         return taken
+
+    def _count(self, calls: list[dict[str, Any]], usage: dict[str, int] | None = None) -> None:
+        """Add model calls (the agent's records) or an induction's usage to :attr:`spent`."""
+        self.spent["model_calls"] += len(calls) + (usage or {}).get("model_calls", 0)
+        for key in ("input_tokens", "output_tokens"):
+            self.spent[key] += sum(int(c.get(f"gen_ai.usage.{key}", 0) or 0) for c in calls) + (usage or {}).get(key, 0)
 
     def _merge(self, lessons: list[Skill]) -> None:
         from envrigger.skills.memory import same_lesson
@@ -143,7 +157,7 @@ class SkillsLearner:
         target.parent.mkdir(parents=True, exist_ok=True)
         state = {
             "agent": self.agent, "induce": self.induce, "max_skills": self.max_skills, "rounds": self.rounds,
-            "refused": self.refused, "skills": [s.model_dump(mode="json") for s in self.skills],
+            "refused": self.refused, "skills": [s.model_dump(mode="json") for s in self.skills], "spent": self.spent,
         }  # fmt: skip
         write_text_atomically(target, json.dumps(state, indent=2, sort_keys=True))
         return target
@@ -154,6 +168,7 @@ class SkillsLearner:
         learner = cls(env, agent=state["agent"], induce=state["induce"], max_skills=state["max_skills"])
         learner.rounds, learner.refused = int(state["rounds"]), dict(state["refused"])
         learner.skills = [Skill.model_validate(s) for s in state["skills"]]
+        learner.spent.update({k: int(v) for k, v in state.get("spent", {}).items() if k in SPENT})  # older files: counted from here on
         return learner
 
 

@@ -77,6 +77,8 @@ def test_lessons_from_won_episodes_reach_the_prompt_and_a_skill_following_model_
         taken = learner.train(lambda: envharness.wrap(TW.env_id, **TW.env_kwargs), 40, seed=0)
     assert taken >= 40 and any("winning order" in s.text for s in learner.skills)
     assert all(s.round == 1 and s.source == "extractor" and s.episodes for s in learner.skills)
+    # What training cost the endpoint is counted: one call a step here (the walker always answers a listed command).
+    assert learner.spent["model_calls"] == taken and learner.spent["input_tokens"] > 0 and learner.spent["induce_calls"] == 0
     with ChatServer(follower) as student:
         learner.agent = agent(student.url)
         before = SkillsLearner(TW.build(), agent=agent(student.url))
@@ -89,6 +91,22 @@ def test_lessons_from_won_episodes_reach_the_prompt_and_a_skill_following_model_
     saved = learner.save(tmp_path / "arm")
     again = SkillsLearner.load(tmp_path / "arm", TW.build())
     assert again.skills == learner.skills and again.policy_id == learner.policy_id and "sk-" not in saved.read_text()
+    assert again.spent == learner.spent
+
+
+def test_a_model_inducing_lessons_counts_its_call_and_tokens_with_the_training_cost():
+    def teacher(request: dict[str, Any]) -> Reply:
+        if request["messages"][0]["content"] == "You answer with JSON only.":  # the induction call
+            return Reply(content=json.dumps({"skills": [{"text": "Take the coin once you see it.", "when": "coin games"}]}))
+        return walker(walkthroughs())(request)
+
+    with ChatServer(teacher) as server:
+        learner = SkillsLearner(TW.build(), agent=agent(server.url), induce="model")
+        taken = learner.train(lambda: envharness.wrap(TW.env_id, **TW.env_kwargs), 10, seed=0)
+        played = sum(1 for r in server.bodies() if r["messages"][0]["content"] != "You answer with JSON only.")
+    assert learner.skills[0].text == "Take the coin once you see it." and learner.skills[0].source == "model"
+    assert learner.spent["induce_calls"] == 1 and learner.spent["model_calls"] == played + 1 == taken + 1
+    assert learner.spent["output_tokens"] > 0
 
 
 def test_a_loop_with_the_skills_learner_trains_evaluates_and_keeps_its_lessons(tmp_path):
