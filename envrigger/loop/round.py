@@ -22,7 +22,7 @@ from envrigger.loop.gates.transfer import Transfer
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import TrainingEpisodes
-from envrigger.loop.propose import Candidate, offerable, propose, step_in, transforms_label
+from envrigger.loop.propose import EASING, Candidate, offerable, propose, step_in, transforms_label
 from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
 
@@ -35,6 +35,8 @@ def _nearer(candidate: Candidate, gates: list[GateResult], config: LoopConfig, s
     A candidate refused at learnability below the band (its measured rate under the band's
     floor) whose easings have a :func:`~envrigger.loop.propose.step_in` becomes that nearer
     candidate, validated next in the same round like any other (every gate, fail closed).
+    The round asks for one only while the library holds no easing component: a step-in finds
+    the ladder's first rung, and never adds rungs to a ladder already climbing.
     """
     if not config.step_in:
         return None
@@ -206,7 +208,13 @@ def rigger_round(
         else:
             failed = result.error or next((g.gate for g in result.gates if not g.passed), "unknown")
             rejected[failed.split(":")[0]] = rejected.get(failed.split(":")[0], 0) + 1
-            nearer = _nearer(candidate, result.gates, config, spaces, {c.hash for c in candidates} | {h for h, _, _ in admitted_before})
+            # Only until the ladder has a first rung: once an easing is admitted, the rungs come from step-out and mutation.
+            started = any(t.name in EASING for c in library.components() for t in c.spec.transforms[len(base.transforms) :])
+            nearer = (
+                None
+                if started
+                else _nearer(candidate, result.gates, config, spaces, {c.hash for c in candidates} | {h for h, _, _ in admitted_before})
+            )
             if nearer is not None and stepped_in < config.candidates_per_round:
                 candidates.insert(index + 1, nearer)  # validated next, in this round: the agent need not wait a round at 0%
                 stepped_in += 1
