@@ -163,7 +163,7 @@ class LoopConfig(BaseModel):
         False,
         description="for an agent that wins almost nothing: a candidate easing (a start along the walkthrough, a start near the "
         "goal or a goal near the start) refused at learnability below the band's floor is followed, in the same round, by its rung "
-        "nearer the goal, validated like any candidate (at most --candidates of them a round)",
+        "nearer the goal, validated like any candidate (at most --candidates of them a round), until a first easing is admitted",
     )
     retire_mastered: bool = Field(
         False,
