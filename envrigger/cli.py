@@ -581,6 +581,8 @@ RUN_FLAGS: dict[str, Flag] = {
     "proposer_base_url": Flag(metavar="URL"),
     "proposer_model": Flag(),
     "proposer_api_key_env": Flag(metavar="NAME"),
+    "proposer_max_tokens": Flag(metavar="N"),
+    "proposer_timeout": Flag(metavar="SECONDS"),
 }
 """The loop settings ``envrigger run`` takes, each a :class:`LoopConfig` field: default, bounds and help are the field's."""
 

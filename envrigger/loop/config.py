@@ -196,6 +196,15 @@ class LoopConfig(BaseModel):
     proposer_base_url: str | None = Field(None, description="with --proposer llm|both: the endpoint")
     proposer_model: str | None = Field(None, description="with --proposer llm|both: the model")
     proposer_api_key_env: str = Field("OPENAI_API_KEY", description="the variable holding the proposer's API key (never stored)")
+    proposer_max_tokens: int = Field(
+        2000,
+        ge=64,
+        le=131_072,
+        description="with --proposer llm|both: the longest answer the proposer may give (a small model that rambles stops here)",
+    )
+    proposer_timeout: float = Field(
+        60.0, gt=0.0, le=3600.0, description="with --proposer llm|both: seconds one proposer call may take in all"
+    )
 
     @field_validator("learner")
     @classmethod

@@ -223,8 +223,12 @@ def _strict(cls: type[BaseModel]) -> type[BaseModel]:
     return create_model(f"{cls.__name__}Strict", __config__=ConfigDict(strict=True, extra="forbid"), **fields)
 
 
-def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: int = 4) -> tuple[list[Candidate], dict[str, int]]:
+def llm_propose(
+    diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: int = 4, max_tokens: int = 2000
+) -> tuple[list[Candidate], dict[str, int]]:
     """Ask the model once; its valid proposals as candidates, and the rejections counted (an endpoint error: ``endpoint``).
+
+    ``max_tokens`` caps the answer: one cut short is not the JSON asked for, so it counts as ``invalid``.
 
     Nothing the endpoint sends makes this raise: a call that fails is ``endpoint``, an
     answer that is not the JSON asked for (whatever its shape) ``invalid``.
@@ -240,7 +244,7 @@ def llm_propose(diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: 
             ],
             temperature=0.0,
             seed=0,
-            max_tokens=2000,
+            max_tokens=max_tokens,
         )
     except Exception:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
         return [], {"endpoint": 1}

@@ -132,8 +132,13 @@ def rigger_round(
         from envrigger.agents import Endpoint
         from envrigger.loop.llm_propose import llm_propose
 
-        endpoint = Endpoint(str(config.proposer_base_url), str(config.proposer_model), api_key_env=config.proposer_api_key_env)
-        proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round)
+        endpoint = Endpoint(
+            str(config.proposer_base_url),
+            str(config.proposer_model),
+            api_key_env=config.proposer_api_key_env,
+            timeout_s=config.proposer_timeout,
+        )
+        proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round, max_tokens=config.proposer_max_tokens)
         rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
         log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
     solved = [

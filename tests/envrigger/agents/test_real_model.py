@@ -7,9 +7,10 @@ nobody listed, prompts echoed back, tool calls with the wrong arguments, answers
 model calls and tokens, unusable replies are counted (never raised), no secret is written,
 and the run can be diagnosed. Driven: collect (text, two at a time, on TextWorld; tools on
 CodeRepair), diagnose, the proxy, a ledger (init, eval, show) and the skills learner's round
-with the model inducing its lessons. The LLM proposer is not here: asked for up to 2,000
-tokens of JSON, this model rambles to the cap (78 s for one call on this machine); its
-every failure mode is attacked with scripted models in tests/envrigger/loop/test_llm_proposer.py.
+with the model inducing its lessons, and ``envrigger run`` with the model as the LLM proposer
+(its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON, this
+model rambles to the cap, 78 s a call here); every failure mode of a proposer is attacked
+with scripted models in tests/envrigger/loop/test_llm_proposer.py.
 """
 
 from __future__ import annotations
@@ -174,3 +175,33 @@ def test_the_skills_learner_with_a_real_model_plays_induces_in_json_and_counts_w
     assert all(s.round == 1 and s.text.strip() for s in learner.skills)
     saved = learner.save(tmp_path / "arm")
     assert KEY not in saved.read_text() and SkillsLearner.load(tmp_path / "arm", spec.build()).skills == learner.skills
+
+
+def test_envrigger_run_with_a_real_model_as_proposer_counts_every_answer_and_validates_what_it_keeps(llama, tmp_path):
+    # The proposer's answer is capped (--proposer-max-tokens) so a rambling 135M model stops in
+    # seconds; whatever it sends, the run ends, each answer is a valid proposal or a counted refusal,
+    # a kept one passed every gate, and the key is written nowhere.
+    from envrigger.loop.library import Library
+
+    spec = tmp_path / "lake.json"
+    spec.write_text(json.dumps({"env_id": "FrozenLake-v1", "env_kwargs": {"map_name": "8x8", "is_slippery": False}}))
+    run = tmp_path / "run"
+    done = envrigger("run", str(spec), "--learner", "qlearning", "--arms", "rigger", "--rounds", "2", "--budget-steps", "2000",
+                     "--collect-episodes", "20", "--val-episodes", "10", "--eval-episodes", "10", "--candidates", "2",
+                     "--proposer", "llm", "--proposer-base-url", llama, "--proposer-model", "smollm2",
+                     "--proposer-max-tokens", "160", "--proposer-timeout", "120", "--backend", "serial", "--allow-seen-levels",
+                     "-o", str(run), timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    final = json.loads((run / "final.json").read_text())
+    assert final["arms"]["rigger"]["heldout"]["episodes"] == 10
+    config = json.loads((run / "loop.json").read_text())
+    assert config["proposer_max_tokens"] == 160 and config["proposer_timeout"] == 120
+    library = Library(run / "library.db")
+    first = library.rounds()[0]
+    answered = sum(count for why, count in first["rejected_by"].items() if why.startswith("llm_"))
+    kept = sum(1 for tried in first["tried"] if tried.get("origin") == "llm")
+    assert answered + kept >= 1 and first["rejected_by"].get("llm_endpoint", 0) == 0  # asked once, and it answered in time
+    for component in library.components():  # whatever the model proposed and was kept, the gates passed it
+        assert component.origin == "llm" and "proposed by smollm2" in component.rationale
+        assert {g["gate"] for g in component.gates} >= {"verifier_integrity", "solvability", "learnability"}
+    no_secret_in(run)

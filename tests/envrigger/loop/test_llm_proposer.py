@@ -97,9 +97,10 @@ def test_the_loop_validates_llm_proposals_through_the_gates(tmp_path):
         config = LoopConfig(
             spec=LAKE, learner="qlearning", rounds=2, budget_steps=4000, collect_episodes=30, eval_episodes=30, val_episodes=20,
             candidates_per_round=2, backend="serial", min_rollouts=20, max_rollouts=40, allow_seen_levels=True, band=(0.05, 0.95),
-            proposer="llm", proposer_base_url=server.url, proposer_model="scripted",
+            proposer="llm", proposer_base_url=server.url, proposer_model="scripted", proposer_max_tokens=300,
         )  # fmt: skip
         result = run_loop(tmp_path / "run", config)
+        assert {body["max_tokens"] for body in server.bodies()} == {300}  # --proposer-max-tokens caps every answer asked for
     first = result["rounds"][0]
     assert first["rejected_by"].get("llm_invalid") == 1  # the out-of-bounds one never reached validation
     assert first["candidates"] == 1  # the valid one was validated, by the same gates as any
