@@ -5,8 +5,8 @@ started on 127.0.0.1 for this module. A 135M model answers what scripts do not: 
 nobody listed, prompts echoed back, tool calls with the wrong arguments, answers cut at
 ``max_tokens``. Whatever it answers, these must hold: every episode is stored with its
 model calls and tokens, unusable replies are counted (never raised), no secret is written,
-and the run can be diagnosed. Driven: collect (text, two at a time, on TextWorld; tools on
-CodeRepair), diagnose, the proxy, a ledger (init, eval, show) and the skills learner's round
+and the run can be diagnosed. Driven: collect (text, two at a time, and tools on TextWorld; tools
+and text on CodeRepair), diagnose, the proxy, a ledger (init, eval, show) and the skills learner's round
 with the model inducing its lessons, and ``envrigger run`` with the model as the LLM proposer
 (its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON, this
 model rambles to the cap, 78 s a call here); every failure mode of a proposer is attacked
@@ -107,10 +107,24 @@ def test_a_text_game_played_by_a_real_model_two_at_a_time_is_stored_and_diagnosa
     assert json.loads((tmp_path / "d.json").read_text())["episodes"] == 2
 
 
-def test_code_repair_by_tool_calls_with_a_real_model_counts_what_it_gets_wrong(llama, tmp_path):
+def test_a_text_game_by_tool_calls_with_a_real_model_is_stored_with_its_calls(llama, tmp_path):
+    spec = tmp_path / "tw.json"
+    spec.write_text(
+        json.dumps({"env_id": "envharness/TextWorld-v0", "env_kwargs": {"levels": [3], "games_per_level": 2, "max_episode_steps": 2}})
+    )
+    run = tmp_path / "tw-tools"
+    done = envrigger("collect", str(spec), "--agent", "chat", "--base-url", llama, "--model", "smollm2", "-n", "1",
+                     "--harness", str(harness(tmp_path, "envharness/TextWorld-v0", "tools", retries=1)), "-o", str(run))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    stored_with_calls(run, 1)
+    no_secret_in(run)
+
+
+@pytest.mark.parametrize("output", ["tools", "text"])
+def test_code_repair_with_a_real_model_counts_what_it_gets_wrong(llama, tmp_path, output):
     run = tmp_path / "code"
     done = envrigger("collect", "envharness/CodeRepair-v0", "--agent", "chat", "--base-url", llama, "--model", "smollm2", "-n", "1",
-                     "--harness", str(harness(tmp_path, "envharness/CodeRepair-v0", "tools", max_calls=4)), "-o", str(run))  # fmt: skip
+                     "--harness", str(harness(tmp_path, "envharness/CodeRepair-v0", output, max_calls=4)), "-o", str(run))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     ((episode, steps),) = stored_with_calls(run, 1)
     assert not episode.success or steps[-1].terminated  # a win is the env's verdict, never the model's claim
