@@ -19,19 +19,29 @@ solvability and no-shortcut gates.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
 MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
 SOLVED_KEPT = 4096  # answers kept per process: the same level searched again (another candidate, a gate, a paired copy) costs nothing
-_taken = [0]  # env steps every search of this process took
+
+
+class _Taken(threading.local):
+    """Env steps every search of this thread took: a rollout in another thread charges its own episodes, never this one."""
+
+    count = 0
+
+
+_taken = _Taken()
 _solved: OrderedDict[str, tuple[bool | None, list[int], int]] = OrderedDict()
+_solved_lock = threading.Lock()
 
 
 def steps_taken() -> int:
-    """Env steps taken by every search in this process so far (read it before and after to charge a search's cost)."""
-    return _taken[0]
+    """Env steps taken by every search in this thread so far (read it before and after to charge a search's cost)."""
+    return _taken.count
 
 
 def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[Any], bool] | None = None) -> tuple[bool | None, list[int]]:
@@ -61,17 +71,22 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         # BabyAI keeps a mission's progress on its instruction objects, outside the state saved here: undecided, never guessed.
         return None, []
     key = _level_key(raw, limit, max_states) if avoid is None else None
-    if key is not None and key in _solved:
-        _solved.move_to_end(key)
-        found, path, cost = _solved[key]
-        _taken[0] += cost  # charged as if searched again: what a run is charged does not depend on what this process saw before
-        return found, list(path)
-    before = _taken[0]
+    if key is not None:
+        with _solved_lock:  # threads share the kept answers
+            kept = _solved.get(key)
+            if kept is not None:
+                _solved.move_to_end(key)
+        if kept is not None:
+            found, path, cost = kept
+            _taken.count += cost  # charged as if searched again: what a run is charged does not depend on what this process saw before
+            return found, list(path)
+    before = _taken.count
     found, path = _search(raw, limit, max_states, avoid)
     if key is not None:
-        _solved[key] = (found, list(path), _taken[0] - before)
-        if len(_solved) > SOLVED_KEPT:
-            _solved.popitem(last=False)
+        with _solved_lock:
+            _solved[key] = (found, list(path), _taken.count - before)
+            if len(_solved) > SOLVED_KEPT:
+                _solved.popitem(last=False)
     return found, path
 
 
@@ -153,7 +168,7 @@ def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] 
                 return None, []
             for action in actions:
                 _restore(raw, state)
-                _taken[0] += 1
+                _taken.count += 1
                 _, reward, terminated, truncated, _ = raw.step(action)
                 if terminated:
                     if float(reward) > 0:

@@ -92,6 +92,7 @@ class JsonlEpisode(BaseModel):
     step_limit: int | None = Field(None, description="the most steps the episode could take")
     agent_ended: bool | None = Field(None, description="whether the agent chose the ending (a submit)")
     irreversible: str | None = Field(None, description="on a failure that cannot be undone, what made it so")
+    search_steps: int | None = Field(None, ge=0, description="env steps the env's own searches took in the episode")
     steps: list[JsonlStep] = Field(default_factory=list)
 
 
@@ -149,6 +150,7 @@ def _records(episode: JsonlEpisode, episode_id: int) -> tuple[EpisodeRecord, lis
         step_limit=episode.step_limit,
         agent_ended=episode.agent_ended,
         irreversible=episode.irreversible,
+        search_steps=episode.search_steps,
         **episode.costs.model_dump(),
     )
     if any(s.model_calls is not None for s in steps):  # an LLM agent's calls: the episode sums them, as a recorded run does
@@ -226,7 +228,7 @@ def export_jsonl(store: TrajectoryStore, path: str | Path) -> int:
                     "error": episode.error,
                     "wall_time": episode.wall_time,
                     "costs": {k: getattr(episode, k) for k in COST_FIELDS},
-                    **{k: getattr(episode, k) for k in ("step_limit", "agent_ended", "irreversible")},
+                    **{k: getattr(episode, k) for k in ("step_limit", "agent_ended", "irreversible", "search_steps")},
                     "steps": [
                         {
                             "action": json.loads(s.action),

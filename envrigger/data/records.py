@@ -54,6 +54,9 @@ EPISODE_SCHEMA = pa.schema(
         ("agent_ended", pa.bool_()),
         ("irreversible", pa.string()),
         ("session_id", pa.string()),  # an episode played through `envharness serve`: its session
+        # Env steps the env's own searches took in this episode (a start along a level's solution):
+        # interaction the run is charged beside the agent's steps. Null in a part written before it.
+        ("search_steps", pa.int64()),
     ]
 )
 
@@ -299,6 +302,7 @@ class EpisodeRecord:
     agent_ended: bool | None = None
     irreversible: str | None = None
     session_id: str | None = None
+    search_steps: int | None = None
 
     @property
     def failed(self) -> bool:

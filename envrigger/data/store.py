@@ -106,6 +106,23 @@ class DirectoryLock:
         self.release()
 
 
+ADDED_EPISODE_COLUMNS = ("search_steps",)  # added to EPISODE_SCHEMA after schema 1: a part written before reads them as null
+
+
+def _conformed(table: pa.Table, columns: list[str] | None) -> pa.Table:
+    """An episodes part as today's :data:`EPISODE_SCHEMA` has it (a column added since, null), cut to ``columns``."""
+    for name in ADDED_EPISODE_COLUMNS:
+        if name not in table.column_names:
+            added = EPISODE_SCHEMA.field(name)
+            table = table.append_column(added, pa.nulls(table.num_rows, added.type))
+    if columns is None:
+        return table
+    missing = [name for name in columns if name not in table.column_names]
+    if missing:
+        raise pa.ArrowInvalid(f"no column {missing[0]!r}")
+    return table.select(columns)
+
+
 def _corrupt(path: Path, error: Exception) -> TrajectoryError:
     return TrajectoryError(f"{path}: corrupt Parquet file ({str(error).splitlines()[0]}); remove that part or collect again")
 
@@ -352,6 +369,8 @@ class TrajectoryStore:
 
     def _read(self, path: Path, columns: list[str] | None = None) -> pa.Table:
         try:
+            if path.parent.name == "episodes":
+                return _conformed(pq.read_table(self._bytes(path)), columns)
             return pq.read_table(self._bytes(path), columns=columns)
         except (pa.ArrowInvalid, OSError) as error:
             raise _corrupt(path, error) from None

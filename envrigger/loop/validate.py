@@ -44,6 +44,13 @@ class Validation(BaseModel):
     error: str | None = None
 
 
+def _interaction(store: TrajectoryStore) -> int:
+    """Env steps a stored run took: its episodes' steps and the env's own searches in them."""
+    table = store.episodes_table(["length", "search_steps"])
+    searched = table.column("search_steps").fill_null(0).to_numpy()
+    return int(np.sum(table.column("length").to_numpy())) + int(np.sum(searched))
+
+
 def _play(env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:
     """One episode of ``solver`` on ``env``: its actions and the verdicts published after each."""
     if hasattr(solver, "reset"):
@@ -97,25 +104,22 @@ class Validator:
         self._base_reference: dict[tuple[int, ...], float] = {}
         self._subgoals: dict[int, list[Subgoal] | None] = {}
         self.env_steps = 0  # every env step validation took (rollouts, reference play, replays): charged to the loop
-        self._rollout_searches = (
-            0  # searches inside rollouts (resets along a solution): not charged, since worker processes cannot report them
-        )
+        # Searches inside rollouts (resets along a solution), on this thread (the serial backend): each
+        # episode records its own (``search_steps``, on every backend) and is charged with it, so the
+        # gates' own searches are counted without them.
+        self._rollout_searches = 0
 
     # -- what gates use ------------------------------------------------------------------
     def run_agent(self, spec: HarnessSpec, seeds: list[int], name: str) -> TrajectoryStore:
         """Roll the agent out on ``seeds`` into run ``name`` (appending if it exists); charge the new steps."""
         path = self.workdir / name
-        before = (
-            int(np.sum(TrajectoryStore(path).episodes_table(["length"]).column("length").to_numpy()))
-            if (path / "run.json").is_file()
-            else 0
-        )
+        before = _interaction(TrajectoryStore(path)) if (path / "run.json").is_file() else 0
         searched = steps_taken()
         store = rollout(
             spec, self.agent, seeds=seeds, out=path, **backend_for(self.agent, self.config.backend, self.config.workers, self.config.batch)
         )
         self._rollout_searches += steps_taken() - searched
-        self.env_steps += int(np.sum(store.episodes_table(["length"]).column("length").to_numpy())) - before
+        self.env_steps += _interaction(store) - before
         return store
 
     def play(self, env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:

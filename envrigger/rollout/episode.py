@@ -12,6 +12,7 @@ import threading
 import time
 from typing import Any
 
+from envharness.adapters.minigrid_search import steps_taken
 from envrigger.data import (
     EpisodeRecord,
     StepRecord,
@@ -79,7 +80,8 @@ class EpisodePlay:
     """One episode being played a step at a time: :func:`run_episode` drives one, a batched rollout several in lockstep."""
 
     __slots__ = ("env", "policy", "episode_id", "seed", "spec_hash", "spec_json", "store_obs", "adapter", "started", "steps",
-                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished", "humans", "cut")  # fmt: skip
+                 "total", "verdict", "level", "level_id", "error", "done", "obs", "info", "unfinished", "humans", "cut",
+                 "searched")  # fmt: skip
 
     def __init__(self, env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str, spec_json: str, store_obs: str) -> None:
         self.env, self.policy, self.episode_id, self.seed = env, policy, episode_id, seed
@@ -94,10 +96,15 @@ class EpisodePlay:
         self.unfinished: list[dict[str, Any]] = []
         self.humans = 0  # steps the env handed to a person (code repair's ask_human)
         self.cut: str | None = None  # the limit that ended the episode before the env did (an agent's call budget)
+        self.searched = 0  # env steps the env's own searches took (a start along a level's solution): charged with the episode
         try:
             if hasattr(policy, "reset"):
                 policy.reset(seed)
-            self.obs, self.info = env.reset(seed=seed)
+            before = steps_taken()  # this thread's: episodes played in other threads at once charge their own
+            try:
+                self.obs, self.info = env.reset(seed=seed)
+            finally:
+                self.searched += steps_taken() - before
             self.level, self.level_id = self.info.get("level", {}), self.info.get("level_id")
         except Exception as exc:  # the env or the policy raised: record it, keep the run going
             self.fail(exc)
@@ -105,7 +112,11 @@ class EpisodePlay:
     def advance(self, action: Any, calls: list[dict[str, Any]] | None = None) -> None:
         """Take the agent's ``action`` and record the step (with the model ``calls`` that chose it, for an LLM agent)."""
         try:
-            obs, reward, terminated, truncated, info = self.env.step(action)
+            before = steps_taken()
+            try:
+                obs, reward, terminated, truncated, info = self.env.step(action)
+            finally:
+                self.searched += steps_taken() - before
             steps = self.steps
             record = step_record(
                 self.episode_id, len(steps), action, obs, reward, terminated, truncated, info, self.adapter, self.store_obs
@@ -142,6 +153,8 @@ class EpisodePlay:
             sum_calls(record, self.steps, self.unfinished)
         if self.humans:
             record.human_interventions = self.humans
+        if self.searched:
+            record.search_steps = self.searched
         adapter = self.adapter
         if adapter is not None:
             note_ending(record, adapter)

@@ -124,6 +124,25 @@ def test_corrupt_parquet_names_the_file(tmp_path):
         list(store.iter_episode_steps())
 
 
+def test_a_part_written_before_search_steps_reads_it_as_null_and_the_run_takes_new_episodes(tmp_path):
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    store = rollout("CartPole-v1", seeds=[0, 1], out=tmp_path / "run")
+    part = next((store.path / "episodes").glob("part-*.parquet"))
+    pq.write_table(pq.read_table(part).drop_columns(["search_steps"]), part)  # as an earlier envrigger wrote it
+    manifest = json.loads((store.path / "manifest.json").read_text())
+    manifest["parts"][0]["episodes_bytes"] = part.stat().st_size
+    manifest["parts"][0]["episodes_sha256"] = hashlib.sha256(part.read_bytes()).hexdigest()
+    (store.path / "manifest.json").write_text(json.dumps(manifest))
+    old = TrajectoryStore(store.path)
+    assert old.verify() == [] and [e.search_steps for e in old.iter_episodes()] == [None, None]
+    rollout("CartPole-v1", seeds=[2], out=tmp_path / "run")  # appending to it goes on
+    table = TrajectoryStore(store.path).episodes_table(["seed", "search_steps"])
+    assert table.column("seed").to_pylist() == [0, 1, 2] and table.column("search_steps").null_count == 3
+
+
 def test_jsonl_round_trip_keeps_every_field(tmp_path):
     original = rollout("MiniGrid-Empty-5x5-v0", "random", seeds=range(4), out=tmp_path / "a")
     count = export_jsonl(original, tmp_path / "a.jsonl")

@@ -130,3 +130,20 @@ def test_the_search_behind_a_start_along_the_solution_is_charged_as_interaction(
         reshaped += info["mixture"]["index"] == 1
     assert reshaped and env.search_steps > 100 * reshaped  # a breadth-first search costs far more than the prefix it finds
     env.close()
+
+
+def test_the_searches_inside_validation_rollouts_are_charged_alike_on_every_backend(tmp_path):
+    # Every rollout on a start along the level's solution searches at reset: validation is charged
+    # those env steps beside the agent's, the same wherever the rollouts ran.
+    along = candidate(DOORKEY, {"name": "WalkthroughStart", "params": {"min_share": 0.75, "max_share": 0.95}})
+    env = DOORKEY.build()
+    charged = {}
+    for where in ("serial", "process"):
+        validator = Validator(RandomPolicy(env.action_space, seed=0), DOORKEY, tmp_path / where, ValidationConfig(backend=where, workers=2))
+        store = validator.run_agent(along.spec, SEEDS, "rollouts")
+        episodes = store.episodes_table(["length", "search_steps"])
+        played, searched = sum(episodes.column("length").to_pylist()), sum(episodes.column("search_steps").to_pylist())
+        assert searched > 100 * len(SEEDS) and validator.env_steps == played + searched
+        charged[where] = validator.env_steps
+    env.close()
+    assert charged["process"] == charged["serial"]

@@ -144,3 +144,26 @@ def test_a_serial_rollout_never_touches_the_live_learners_stream(tmp_path):
     runs = {b: rollout("FrozenLake-v1", learner, seeds=range(8), backend=b, workers=2, out=tmp_path / b) for b in ("serial", "process")}
     assert json.dumps(learner.rng.bit_generator.state) == before
     assert _content(runs["serial"]) == _content(runs["process"])
+
+
+def test_an_envs_own_searches_are_recorded_with_each_episode_on_every_backend(tmp_path):
+    # A start along the level's own solution costs a breadth-first search at reset: env steps the
+    # run is charged. Each episode records its own, the same on every backend and with episodes
+    # played at once in threads, so what a run is charged never depends on where it ran.
+    from envharness.adapters.minigrid_search import steps_taken
+
+    walk = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0", transforms=[{"name": "WalkthroughStart", "params": {"min_share": 0.5}}])
+    before = steps_taken()
+    serial = rollout(walk, "random", seeds=range(6), out=tmp_path / "serial")
+    searched = [row["search_steps"] for row, _ in _content(serial)]
+    assert all(s is not None and s > 0 for s in searched) and sum(searched) == steps_taken() - before
+    for backend, options in (("process", {"workers": 2}), ("serial", {"batch": 3}), ("serial", {"concurrency": 3})):
+        other = rollout(walk, "random", seeds=range(6), out=tmp_path / f"{backend}-{len(options)}-{sorted(options)[0]}", backend=backend,
+                        **options)  # fmt: skip
+        assert [row["search_steps"] for row, _ in _content(other)] == searched, (backend, options)
+    from envrigger.data.jsonl import export_jsonl, import_jsonl
+
+    export_jsonl(serial, tmp_path / "walk.jsonl")  # and a run exported and imported keeps them
+    assert [row["search_steps"] for row, _ in _content(import_jsonl(tmp_path / "walk.jsonl", tmp_path / "imported"))] == searched
+    plain = rollout("MiniGrid-DoorKey-6x6-v0", "random", seeds=range(3), out=tmp_path / "plain")
+    assert [row["search_steps"] for row, _ in _content(plain)] == [None] * 3  # no search, nothing charged
