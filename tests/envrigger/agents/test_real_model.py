@@ -7,8 +7,8 @@ nobody listed, prompts echoed back, tool calls with the wrong arguments, answers
 model calls and tokens, unusable replies are counted (never raised), no secret is written,
 and the run can be diagnosed. Driven: collect (text, two at a time, and tools on TextWorld; tools
 and text on CodeRepair), diagnose, the proxy, a ledger (init, eval, show) and the skills learner's round
-with the model inducing its lessons, and ``envrigger run`` with the model as the LLM proposer
-(its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON, this
+with the model inducing its lessons, and ``envrigger run`` of the model as the agent with the
+same model as the LLM proposer (its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON, this
 model rambles to the cap, 78 s a call here); every failure mode of a proposer is attacked
 with scripted models in tests/envrigger/loop/test_llm_proposer.py.
 """
@@ -191,23 +191,31 @@ def test_the_skills_learner_with_a_real_model_plays_induces_in_json_and_counts_w
     assert KEY not in saved.read_text() and SkillsLearner.load(tmp_path / "arm", spec.build()).skills == learner.skills
 
 
-def test_envrigger_run_with_a_real_model_as_proposer_counts_every_answer_and_validates_what_it_keeps(llama, tmp_path):
-    # The proposer's answer is capped (--proposer-max-tokens) so a rambling 135M model stops in
-    # seconds; whatever it sends, the run ends, each answer is a valid proposal or a counted refusal,
-    # a kept one passed every gate, and the key is written nowhere.
+def test_envrigger_run_of_a_real_model_agent_with_the_same_model_as_proposer_counts_every_answer(llama, tmp_path):
+    # The LLM-agent loop (--learner none --agent chat) on a text game, the model also proposing the
+    # reshapings, its answer capped (--proposer-max-tokens) so a rambling 135M model stops in
+    # seconds. Whatever it sends, the run ends with the held-out levels played once, each proposer
+    # answer is a valid proposal or a counted refusal, a kept one passed every gate, no key written.
     from envrigger.loop.library import Library
 
-    spec = tmp_path / "lake.json"
-    spec.write_text(json.dumps({"env_id": "FrozenLake-v1", "env_kwargs": {"map_name": "8x8", "is_slippery": False}}))
+    spec = tmp_path / "tw.json"
+    spec.write_text(
+        json.dumps({"env_id": "envharness/TextWorld-v0", "env_kwargs": {"levels": [3], "games_per_level": 8, "max_episode_steps": 2}})
+    )
     run = tmp_path / "run"
-    done = envrigger("run", str(spec), "--learner", "qlearning", "--arms", "rigger", "--rounds", "2", "--budget-steps", "2000",
-                     "--collect-episodes", "20", "--val-episodes", "10", "--eval-episodes", "10", "--candidates", "2",
-                     "--proposer", "llm", "--proposer-base-url", llama, "--proposer-model", "smollm2",
-                     "--proposer-max-tokens", "160", "--proposer-timeout", "120", "--backend", "serial", "--allow-seen-levels",
-                     "-o", str(run), timeout=900)  # fmt: skip
+    files = harness(tmp_path, "envharness/TextWorld-v0", "text", retries=0)
+    short = json.loads(files.read_text())
+    short["sampling"]["max_tokens"] = 16  # a command is a few words; 50 model calls at the loop's least budgets
+    files.write_text(json.dumps(short))
+    done = envrigger("run", str(spec), "--learner", "none", "--agent", "chat", "--base-url", llama, "--model", "smollm2",
+                     "--harness", str(files), "--arms", "rigger", "--rounds", "2", "--collect-episodes", "5",
+                     "--val-episodes", "10", "--eval-episodes", "10", "--candidates", "1", "--proposer", "llm",
+                     "--proposer-base-url", llama, "--proposer-model", "smollm2", "--proposer-max-tokens", "160",
+                     "--proposer-timeout", "120", "--backend", "serial", "--allow-seen-levels", "-o", str(run),
+                     timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     final = json.loads((run / "final.json").read_text())
-    assert final["arms"]["rigger"]["heldout"]["episodes"] == 10
+    assert final["arms"]["rigger"]["heldout"]["episodes"] == 10 and final["arms"]["rigger"]["interaction"]["train"] == 0
     config = json.loads((run / "loop.json").read_text())
     assert config["proposer_max_tokens"] == 160 and config["proposer_timeout"] == 120
     library = Library(run / "library.db")
@@ -218,4 +226,5 @@ def test_envrigger_run_with_a_real_model_as_proposer_counts_every_answer_and_val
     for component in library.components():  # whatever the model proposed and was kept, the gates passed it
         assert component.origin == "llm" and "proposed by smollm2" in component.rationale
         assert {g["gate"] for g in component.gates} >= {"verifier_integrity", "solvability", "learnability"}
+    stored_with_calls(run / "round-1" / "evidence", 5)  # the agent's own episodes, the diagnosis's evidence
     no_secret_in(run)
