@@ -369,9 +369,13 @@ class TrajectoryStore:
 
     def _read(self, path: Path, columns: list[str] | None = None) -> pa.Table:
         try:
-            if path.parent.name == "episodes":
-                return _conformed(pq.read_table(self._bytes(path)), columns)
-            return pq.read_table(self._bytes(path), columns=columns)
+            data = self._bytes(path)
+            if path.parent.name != "episodes" or columns is None:
+                table = pq.read_table(data, columns=columns)
+                return _conformed(table, None) if path.parent.name == "episodes" else table
+            present = set(pq.read_schema(data).names)
+            data.seek(0)
+            return _conformed(pq.read_table(data, columns=[name for name in columns if name in present]), columns)
         except (pa.ArrowInvalid, OSError) as error:
             raise _corrupt(path, error) from None
 
