@@ -31,7 +31,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -82,6 +82,7 @@ class Benchmark(BaseModel):
     transfer_steps: int = 0
     transfer_episodes: int = 40
     step_out: bool = False
+    credit_baseline: Literal["fork", "shadow"] = "fork"
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:

@@ -568,6 +568,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "transfer_steps": Flag(),
     "credit_chunks": Flag(),
     "credit_retire": Flag(),
+    "credit_baseline": Flag(),
     "step_out": Flag(),
     "step_in": Flag(),
     "retire_mastered": Flag(),

@@ -185,6 +185,12 @@ class LoopConfig(BaseModel):
         "trained on the original env alone is compared with the curriculum on fresh original-env levels, the worse copy is "
         "thrown away, and each component's (and replay's) share of later training follows its credit; 0 turns it off",
     )
+    credit_baseline: Literal["fork", "shadow"] = Field(
+        "fork",
+        description="what each credit chunk's original-only copy is: fork (the rigger arm's own weights, trained on the "
+        "original env alone) or shadow (a learner trained on the original env alone since the run began, on the original "
+        "arm's seeds and chunks: where the curriculum loses a chunk the arm falls back to exactly what plain training gives)",
+    )
     credit_episodes: int = Field(50, ge=10, le=10_000, description="original-env levels each credit chunk scores both copies on")
     credit_retire: float = Field(
         0.2, gt=0.0, le=1.0, description="a component (or replay) whose summed credit falls to minus this is retired for the run"

@@ -84,6 +84,42 @@ def _chunks(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
+def chunk_plan(config: LoopConfig, learner: Any, number: int) -> list[tuple[int, int]]:
+    """Round ``number``'s credit chunks as (first training seed, steps): whole rollouts for a learner that trains in them.
+
+    Every copy a chunk trains (curriculum, original-only, the shadow and, with
+    ``--credit-baseline shadow``, the original arm) starts its levels at the same seed.
+    """
+    unit = int(getattr(learner, "step_unit", 1))  # PPO trains in whole rollouts: chunks of whole rollouts add up to one call's
+    plan = []
+    for j, units in enumerate(_chunks(-(-config.budget_steps // unit), config.credit_chunks)):
+        if units:
+            plan.append((TRAIN_SEED + 1_000_000 * number + 100_000 * j, units * unit))
+    return plan
+
+
+def chunked_training(
+    arm: Arm, config: LoopConfig, number: int, reserved: set[str], advance: Callable[[int], None] = lambda n: None
+) -> dict[str, Any]:
+    """Train ``arm`` on the original env alone in round ``number``'s credit chunks; returns what :func:`train_arm` does, summed.
+
+    With ``--credit-baseline shadow`` the original arm trains this way, so that it and the
+    rigger arm's shadow are the same training, call for call: where the rigger arm falls
+    back to its shadow, it holds exactly the original arm's weights.
+    """
+    records = [
+        train_arm(arm, [config.spec], Fixed(), config, number, reserved, None, start=start, steps=steps, advance=advance)
+        for start, steps in chunk_plan(config, arm.learner, number)
+    ]
+    summed: dict[str, Any] = {"levels": set().union(*(r["levels"] for r in records))}
+    for key in ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps"):
+        summed[key] = sum(r[key] for r in records)
+    for key in ("picks", "wins"):
+        summed[key] = np.sum([r[key] for r in records], axis=0).astype(int).tolist()
+    summed["env_error_examples"] = sorted({m for r in records for m in r["env_error_examples"]})[:3]
+    return summed
+
+
 def credited_training(
     workdir: Path,
     arm: Arm,
@@ -97,6 +133,7 @@ def credited_training(
     evidence: TrainingEpisodes | None = None,
     advance: Callable[[int], None] = lambda n: None,
     alone_offset: int = 0,
+    shadow: Any | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Train the rigger arm for the round's budget in paired chunks; returns what :func:`train_arm` does, and the credit record.
 
@@ -109,6 +146,12 @@ def credited_training(
     ``alone_offset`` moves the original-only copy's training seeds: the ``original-select``
     ablation trains both copies on the original env, on different seeds, so what it measures
     is the selection of the better copy alone, without any reshaping.
+
+    ``shadow`` (``--credit-baseline shadow``) is a learner trained on the original env alone
+    since the run began, trained here in place: each chunk's original-only copy is the shadow
+    itself rather than a fork of the arm's weights, and a chunk the curriculum loses leaves the
+    arm holding a copy of the shadow. So the arm departs from plain training only where the
+    departure scored at least as well on fresh original-env levels.
     """
     base = config.spec
     replay_p = getattr(sampler, "replay_p", None)
@@ -121,23 +164,19 @@ def credited_training(
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     try:
-        unit = int(getattr(arm.learner, "step_unit", 1))  # PPO trains in whole rollouts: chunks of whole rollouts add up to one call's
-        for j, units in enumerate(_chunks(-(-config.budget_steps // unit), config.credit_chunks)):
-            steps = units * unit
-            if steps == 0:
-                continue
+        for j, (start, steps) in enumerate(chunk_plan(config, arm.learner, number)):
             weights = [1.0, *(credit.weight(p) for p in pieces)]
             chooser = getattr(sampler, "chooser", None) or sampler
             if hasattr(chooser, "weights"):
                 chooser.weights = np.array(weights)
             if replay_p is not None:
                 sampler.replay_p = replay_p * min(1.0, credit.weight(REPLAY))
-            start = TRAIN_SEED + 1_000_000 * number + 100_000 * j
             fork = workdir / f"fork-{j}"
-            arm.learner.save(fork)
+            if shadow is None:
+                arm.learner.save(fork)
             sampler_before, evidence_before = copy.deepcopy(sampler), copy.deepcopy(evidence)
             with_trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, start=start, steps=steps, advance=advance)
-            alone = Arm(arm.name, load_learner(config.learner, fork, probe))
+            alone = Arm(arm.name, shadow if shadow is not None else load_learner(config.learner, fork, probe))
             alone_evidence = evidence_before
             alone_trained = train_arm(
                 alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start + alone_offset, steps=steps
@@ -164,7 +203,10 @@ def credited_training(
             else:
                 extra += with_trained["steps"] + with_trained["search_steps"]
                 board = getattr(arm.learner, "board", None)
-                arm.learner = alone.learner
+                if shadow is None:
+                    arm.learner = alone.learner
+                else:  # a copy: the shadow goes on training on the original env alone
+                    arm.learner = load_learner(config.learner, shadow.save(fork), probe)
                 if board is not None:  # the kept copy goes on logging where the arm logs
                     arm.learner.log_to(board)
                 sampler.__dict__.update(sampler_before.__dict__)

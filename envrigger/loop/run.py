@@ -24,7 +24,7 @@ from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import random_specs
 from envrigger.loop.board import LoopBoard, available
 from envrigger.loop.config import LoopConfig
-from envrigger.loop.credit import REPLAY, Credit, credited_training
+from envrigger.loop.credit import REPLAY, Credit, chunked_training, credited_training
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
 from envrigger.loop.levels import LevelSplit
@@ -158,12 +158,18 @@ def _run_loop(
         if replay is not None and done and (out / f"{name}-replay.json").is_file():
             replay.restore(json.loads((out / f"{name}-replay.json").read_text()))
         arms.append(Arm(name, learner, replay))
-    probe.close()
     board = LoopBoard(out) if available() else None  # TensorBoard, when installed: RUN/tensorboard/{ARM,loop}
     summaries = list(done)
     # The credit is part of the round's committed record, so a resumed run continues from the last finished round's.
     credit = Credit(config.credit_retire, done[-1].get("credit_state") if done else None)
     credited = "rigger" in config.arms and config.credit_chunks > 0 and config.learner != "none"
+    shadow = None  # --credit-baseline shadow: the rigger arm's learner trained on the original env alone, across rounds
+    if credited and config.credit_baseline == "shadow":
+        if done:
+            shadow = load_learner(config.learner, out / f"rigger-shadow-round-{done[-1]['round']}", probe)
+        else:
+            shadow = make_learner(config.learner, probe, config.seed, **config.learner_params)
+    probe.close()
     for number in range(len(done) + 1, config.rounds + 1):
         started = time.perf_counter()
         workdir = out / f"round-{number}"
@@ -218,8 +224,9 @@ def _run_loop(
                 if arm.name == "rigger" and credited:
                     pieces = [c.hash for c in current]
                     trained, record = credited_training(
-                        workdir / "credit", arm, specs, pieces, sampler, config, number, reserved, credit, evidence, advance
-                    )
+                        workdir / "credit", arm, specs, pieces, sampler, config, number, reserved, credit, evidence, advance,
+                        shadow=shadow,
+                    )  # fmt: skip
                     spent["credit"] = record.pop("steps")
                     used.setdefault("rigger:credit", set()).update(record.pop("levels"))
                     record["retired_now"] = [p for p in record["retired"] if p in pieces or p == REPLAY]
@@ -243,6 +250,8 @@ def _run_loop(
                             for c in record["chunks"]
                         )
                     )
+                elif arm.name == "original" and shadow is not None:  # the same training as the rigger arm's shadow, chunk for chunk
+                    trained = chunked_training(arm, config, number, reserved, advance)
                 else:
                     trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
             seconds = {"train": time.perf_counter() - clock}
@@ -292,6 +301,8 @@ def _run_loop(
         summary["wall_time"] = time.perf_counter() - started
         for arm in arms:
             arm.learner.save(arm.path(out, number))
+        if shadow is not None:
+            shadow.save(out / f"rigger-shadow-round-{number}")
         for arm in arms:
             if arm.replay is not None:
                 save_json(out / f"{arm.name}-replay.json", arm.replay.state())

@@ -106,3 +106,29 @@ def test_original_select_without_chunks_is_refused_in_one_line():
 
     with pytest.raises(ValueError, match="original-select keeps the better of two copies per credit chunk; give --credit-chunks 1"):
         LoopConfig(**{**CONFIG, "arms": ["original", "original-select"], "credit_chunks": 0})
+
+
+def test_shadow_baseline_falls_back_to_exactly_the_original_arm(tmp_path):
+    # --credit-baseline shadow: each chunk's original-only copy is a learner trained on the original env alone since
+    # the run began, on the original arm's seeds and chunks. It is the original arm, weight for weight; and a round
+    # whose last chunk the curriculum lost leaves the rigger arm holding those very weights.
+    # Slippery, so that which training seeds each chunk plays changes what is learned.
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
+    plant(tmp_path / "run", lake.extended(*HARMFUL.transforms))
+    config = LoopConfig(**{**CONFIG, "spec": lake, "credit_baseline": "shadow", "credit_retire": 1.0})
+    result = run_loop(tmp_path / "run", config)
+    run = tmp_path / "run"
+    fell_back = 0
+    for summary in result["rounds"]:
+        number = summary["round"]
+        original = json.loads((run / f"original-round-{number}.json").read_text())["table"]
+        assert json.loads((run / f"rigger-shadow-round-{number}.json").read_text())["table"] == original
+        if summary["arms"]["rigger"]["train"]["credit"]["chunks"][-1]["kept"] == "original":
+            fell_back += 1
+            assert json.loads((run / f"rigger-round-{number}.json").read_text())["table"] == original
+            assert summary["arms"]["rigger"]["validation"] == summary["arms"]["original"]["validation"]
+    assert fell_back  # the harmful curriculum lost the last chunk of some round
+    # The original arm trained in the same chunks, at the same steps as ever.
+    chunks = [c["steps"] for c in result["rounds"][0]["arms"]["rigger"]["train"]["credit"]["chunks"]]
+    assert sum(chunks) == CONFIG["budget_steps"] and len(chunks) == 3
+    assert result["rounds"][0]["arms"]["original"]["train"]["steps"] >= CONFIG["budget_steps"]
