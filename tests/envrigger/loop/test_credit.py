@@ -132,3 +132,20 @@ def test_shadow_baseline_falls_back_to_exactly_the_original_arm(tmp_path):
     chunks = [c["steps"] for c in result["rounds"][0]["arms"]["rigger"]["train"]["credit"]["chunks"]]
     assert sum(chunks) == CONFIG["budget_steps"] and len(chunks) == 3
     assert result["rounds"][0]["arms"]["original"]["train"]["steps"] >= CONFIG["budget_steps"]
+
+
+def test_a_resumed_shadow_trains_on_as_an_uninterrupted_one(tmp_path):
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
+    settings = {**CONFIG, "spec": lake, "credit_baseline": "shadow", "credit_retire": 1.0}
+    for where in ("whole", "resumed"):
+        plant(tmp_path / where, lake.extended(*HARMFUL.transforms))
+    run_loop(tmp_path / "whole", LoopConfig(**settings))
+    run_loop(tmp_path / "resumed", LoopConfig(**{**settings, "rounds": 1}))
+    saved = json.loads((tmp_path / "resumed" / "loop.json").read_text())
+    saved["rounds"] = 2
+    (tmp_path / "resumed" / "loop.json").write_text(json.dumps(saved))
+    (tmp_path / "resumed" / "final.json").unlink()
+    run_loop(tmp_path / "resumed")
+    for name in ("original-round-2", "rigger-shadow-round-2", "rigger-round-2"):
+        whole, resumed = (json.loads((tmp_path / w / f"{name}.json").read_text()) for w in ("whole", "resumed"))
+        assert whole["table"] == resumed["table"], name
