@@ -83,6 +83,7 @@ class Benchmark(BaseModel):
     transfer_episodes: int = 40
     step_out: bool = False
     credit_baseline: Literal["fork", "shadow"] = "fork"
+    credit_chunks: int = 2
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:
