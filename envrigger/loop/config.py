@@ -189,7 +189,8 @@ class LoopConfig(BaseModel):
         "fork",
         description="what each credit chunk's original-only copy is: fork (the rigger arm's own weights, trained on the "
         "original env alone) or shadow (a learner trained on the original env alone since the run began, on the original "
-        "arm's seeds and chunks: where the curriculum loses a chunk the arm falls back to exactly what plain training gives)",
+        "arm's seeds and chunks: where the curriculum loses a chunk the arm falls back to exactly what plain training gives; "
+        "with --credit-chunks 1 the original arm trains exactly as without credit)",
     )
     credit_episodes: int = Field(50, ge=10, le=10_000, description="original-env levels each credit chunk scores both copies on")
     credit_retire: float = Field(
