@@ -605,6 +605,7 @@ NOT_RUN_FLAGS: dict[str, str] = {
 
 
 def run_command(
+    ctx: typer.Context,
     env: str = typer.Argument(None, metavar="[ENV_ID|SPEC.json]", help=f"Base env (default: {DEFAULT_RUN_ENV})."),
     output: Path = typer.Option(None, "-o", "--output", help="Run directory for every artefact."),
     resume: Path = typer.Option(None, "--resume", help="Continue the loop run in this directory."),
@@ -654,6 +655,17 @@ def run_command(
         os.environ["RAY_ADDRESS"] = ray_address  # every rollout of the run joins it (not stored: a resumed run may be elsewhere)
     if (output is None) == (resume is None):
         raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
+    if resume is not None:  # a resumed run keeps the settings it started with: a loop option here would be ignored
+        given = [
+            RUN_FLAGS[name].names[0] if RUN_FLAGS[name].names else "--" + name.replace("_", "-")
+            for name in RUN_FLAGS
+            if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+        ]
+        if given or env is not None:
+            what = ", ".join(given + (["ENV_ID|SPEC.json"] if env is not None else []))
+            raise UserError(
+                f"--resume: {resume} keeps the settings it started with (its loop.json); drop {what}, or start a new run with -o"
+            )
     config = None
     if output is not None:
         spec = _spec_from(env)
@@ -712,9 +724,9 @@ def run_command(
 
 run_command.__signature__ = inspect.signature(run_command).replace(  # type: ignore[attr-defined]
     parameters=[
-        *(p for p in inspect.signature(run_command).parameters.values() if p.name in ("env", "output", "resume")),
+        *(p for p in inspect.signature(run_command).parameters.values() if p.name in ("ctx", "env", "output", "resume")),
         *model_options(LoopConfig, RUN_FLAGS),
-        *(p for p in inspect.signature(run_command).parameters.values() if p.name not in ("env", "output", "resume", "settings")),
+        *(p for p in inspect.signature(run_command).parameters.values() if p.name not in ("ctx", "env", "output", "resume", "settings")),
     ]
 )
 app.command("run")(run_command)
