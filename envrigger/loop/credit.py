@@ -111,7 +111,12 @@ def chunked_training(
         train_arm(arm, [config.spec], Fixed(), config, number, reserved, None, start=start, steps=steps, advance=advance)
         for start, steps in chunk_plan(config, arm.learner, number)
     ]
-    summed: dict[str, Any] = {"levels": set().union(*(r["levels"] for r in records))}
+    return _summed(records, set().union(*(r["levels"] for r in records)))
+
+
+def _summed(records: list[dict[str, Any]], levels: set[str]) -> dict[str, Any]:
+    """Several :func:`train_arm` records as one round's: counts added, picks and wins added env by env."""
+    summed: dict[str, Any] = {"levels": levels}
     for key in ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps"):
         summed[key] = sum(r[key] for r in records)
     for key in ("picks", "wins"):
@@ -230,18 +235,6 @@ def credited_training(
         probe.close()
         if replay_p is not None:
             sampler.replay_p = replay_p
-    trained = {
-        "steps": sum(r["steps"] for r in kept_records),
-        "episodes": sum(r["episodes"] for r in kept_records),
-        "picks": np.sum([r["picks"] for r in kept_records], axis=0).astype(int).tolist(),
-        "wins": np.sum([r["wins"] for r in kept_records], axis=0).astype(int).tolist(),
-        "levels": levels,
-        "skipped_reserved": sum(r["skipped_reserved"] for r in kept_records),
-        "refused": sum(r["refused"] for r in kept_records),
-        "env_errors": sum(r["env_errors"] for r in kept_records),
-        "env_error_examples": sorted({m for r in kept_records for m in r["env_error_examples"]})[:3],
-        "replays": sum(r["replays"] for r in kept_records),
-        "search_steps": sum(r["search_steps"] for r in kept_records),
-    }
+    trained = _summed(kept_records, levels)
     record = {"chunks": chunks, **credit.state(), "steps": extra, "levels": scored_levels}
     return trained, record
