@@ -82,6 +82,7 @@ class Benchmark(BaseModel):
     transfer_steps: int = 0
     transfer_episodes: int = 40
     step_out: bool = False
+    step_in: bool = False
     credit_baseline: Literal["fork", "shadow"] = "fork"
     credit_chunks: int = 2
     notes: str = ""
