@@ -321,11 +321,9 @@ def _run_loop(
     if board is not None:
         board.close()
     final_path = out / "final.json"
-    if final_path.is_file():
-        final = FinalResults.load(final_path)
-    else:
-        final = FinalResults.model_validate(_final(out, config, split, summaries, log))
-        save_json(final_path, final.dump())
+    if not final_path.is_file():
+        save_json(final_path, FinalResults.model_validate(_final(out, config, split, summaries, log)).dump())
+    final = FinalResults.load(final_path)  # what a resumed run returns too: equal, at the schema version written
     return LoopResult(rounds=[RoundSummary.model_validate(s) for s in summaries], final=final)
 
 

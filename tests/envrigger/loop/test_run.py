@@ -12,11 +12,15 @@ from envrigger.data import TrajectoryStore
 from envrigger.loop import LoopConfig, run_loop
 from envrigger.loop.config import TRAIN_SEED
 from envrigger.loop.library import Library
+from envrigger.loop.results import SCHEMA_VERSION, FinalResults
 
 
 def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     result = run_loop(tmp_path / "run", LoopConfig(**SMALL))
     summaries, final = result["rounds"], result["final"]
+    # the result returned is the one written: equal to final.json read back, at the current schema version
+    assert result.final == FinalResults.load(tmp_path / "run" / "final.json")
+    assert result.final.schema_version == SCHEMA_VERSION
     assert [s["round"] for s in summaries] == [1, 2]
     library = Library(tmp_path / "run" / "library.db")
     components = library.components()
