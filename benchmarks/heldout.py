@@ -82,6 +82,8 @@ class Benchmark(BaseModel):
     transfer_steps: int = 0
     transfer_episodes: int = 40
     step_out: bool = False
+    # The settings the kept suite and hard-tier runs were measured with (envrigger run's defaults before 2026-12-06),
+    # written out so that a benchmark file reproduces its kept runs; benchmarks/variants/shadow-stepin* set today's.
     step_in: bool = False
     credit_baseline: Literal["fork", "shadow"] = "fork"
     credit_chunks: int = 2

@@ -142,6 +142,7 @@ def loop_config(name: str, settings: dict[str, Any], agent: dict[str, Any], seed
         eval_episodes=settings["eval_episodes"], val_episodes=settings["val_episodes"],
         collect_episodes=settings["collect_episodes"], candidates_per_round=settings["candidates"],
         min_rollouts=settings["min_rollouts"], max_rollouts=settings["max_rollouts"], credit_chunks=settings["credit_chunks"],
+        credit_baseline="fork", step_in=False,  # as the kept runs were measured (the loop's defaults before 2026-12-06)
         backend="serial", seed=seed,
     )  # fmt: skip
 

@@ -77,12 +77,15 @@ def model_options(model: type[BaseModel], flags: dict[str, Flag]) -> list[inspec
     """One ``typer.Option`` parameter per field named in ``flags``, in that order.
 
     Default, closed bounds (``ge``/``le``) and help come from the field; a boolean field
-    becomes a switch named by its flag alone. Raises ``KeyError`` for a name the model lacks.
+    becomes a switch named by its flag alone (``--step-in``), and one on by default a pair
+    (``--step-in/--no-step-in``). Raises ``KeyError`` for a name the model lacks.
     """
     parameters = []
     for name, flag in flags.items():
         info = model.model_fields[name]
         names = flag.names or (f"--{name.replace('_', '-')}",)
+        if info.annotation in (bool, "bool") and info.default is True and "/" not in names[0]:
+            names = (f"{names[0]}/--no-{names[0][2:]}", *names[1:])  # a switch that is on by default can be turned off
         kind = flag.kind or _command_line_type(info.annotation)
         default = info.get_default(call_default_factory=True)
         if kind is str and isinstance(default, list):  # a list read as one comma-separated word

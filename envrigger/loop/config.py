@@ -9,6 +9,7 @@ held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -21,6 +22,9 @@ TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k
 ARMS = ("original", "original-select", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
 CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
+# What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
+# before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
+SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False}
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
@@ -160,10 +164,11 @@ class LoopConfig(BaseModel):
         "gets its next rung proposed first (the same easing, less of it), validated like any candidate",
     )
     step_in: bool = Field(
-        False,
+        True,
         description="for an agent that wins almost nothing: a candidate easing (a start along the walkthrough, a start near the "
         "goal or a goal near the start) refused at learnability below the band's floor is followed, in the same round, by its rung "
-        "nearer the goal, validated like any candidate (at most --candidates of them a round), until a first easing is admitted",
+        "nearer the goal, validated like any candidate (at most --candidates of them a round), until a first easing is admitted "
+        "(on by default since 2026-12-06; --no-step-in turns it off)",
     )
     retire_mastered: bool = Field(
         False,
@@ -178,19 +183,20 @@ class LoopConfig(BaseModel):
         "gets the easing ones (a start nearer the goal or along the walkthrough, a nearer goal, fewer walls)",
     )
     credit_chunks: int = Field(
-        2,
+        1,
         ge=0,
         le=20,
         description="credit from the original env: the rigger arm trains each round in N paired chunks; in each, a copy "
         "trained on the original env alone is compared with the curriculum on fresh original-env levels, the worse copy is "
-        "thrown away, and each component's (and replay's) share of later training follows its credit; 0 turns it off",
+        "thrown away, and each component's (and replay's) share of later training follows its credit; 0 turns it off "
+        "(default 1 since 2026-12-06, 2 before)",
     )
     credit_baseline: Literal["fork", "shadow"] = Field(
-        "fork",
+        "shadow",
         description="what each credit chunk's original-only copy is: fork (the rigger arm's own weights, trained on the "
         "original env alone) or shadow (a learner trained on the original env alone since the run began, on the original "
         "arm's seeds and chunks: where the curriculum loses a chunk the arm falls back to exactly what plain training gives; "
-        "with --credit-chunks 1 the original arm trains exactly as without credit)",
+        "with --credit-chunks 1 the original arm trains exactly as without credit; the default since 2026-12-06, fork before)",
     )
     credit_episodes: int = Field(50, ge=10, le=10_000, description="original-env levels each credit chunk scores both copies on")
     credit_retire: float = Field(
@@ -254,6 +260,20 @@ class LoopConfig(BaseModel):
         if self.proposer != "catalog" and not (self.proposer_base_url and self.proposer_model):
             raise ValueError(f"--proposer {self.proposer} needs --proposer-base-url URL and --proposer-model NAME")
         return self
+
+    @classmethod
+    def saved(cls, data: str | dict[str, Any]) -> LoopConfig:
+        """A config as a run saved it (``loop.json``, ``seeds.json``): a field the file lacks keeps the default it was written under.
+
+        Defaults change (:data:`SAVED_BEFORE`); a run resumed after such a change goes on as it started.
+
+        Example:
+            >>> saved = LoopConfig.saved({"spec": {"env_id": "MiniGrid-DoorKey-6x6-v0"}, "credit_chunks": 2})
+            >>> saved.credit_baseline, saved.step_in, LoopConfig(spec=saved.spec).credit_baseline
+            ('fork', False, 'shadow')
+        """
+        fields = json.loads(data) if isinstance(data, str) else dict(data)
+        return cls.model_validate({**SAVED_BEFORE, **fields})
 
     @property
     def heldout_base(self) -> HarnessSpec:

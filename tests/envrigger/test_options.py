@@ -82,3 +82,17 @@ def test_model_options_reads_a_models_fields():
     names, limit = model_options(Settings, {"names": Flag(kind=str), "limit": Flag(("--cap", "-c"), metavar="X")})
     assert names.default.default == "a,b" and names.annotation is str and names.default.help == "Names to use."
     assert limit.default.param_decls == ("--cap", "-c") and limit.annotation is float and limit.default.min == 0.5
+
+
+def test_a_switch_on_by_default_can_be_turned_off_and_one_off_by_default_stays_a_single_flag():
+    class Settings(BaseModel):
+        eager: bool = Field(True, description="on unless told")
+        lazy: bool = Field(False, description="off unless told")
+
+    eager, lazy = model_options(Settings, {"eager": Flag(), "lazy": Flag()})
+    assert eager.default.param_decls == ("--eager/--no-eager",) and lazy.default.param_decls == ("--lazy",)
+    command: Any = typer.main.get_command(app)
+    run = command.commands["run"]
+    assert run.make_context("run", ["-o", "x", "--no-step-in"]).params["step_in"] is False
+    assert run.make_context("run", ["-o", "x"]).params["step_in"] is True
+    assert run.make_context("run", ["-o", "x", "--step-in"]).params["step_in"] is True

@@ -149,3 +149,22 @@ def test_a_resumed_shadow_trains_on_as_an_uninterrupted_one(tmp_path):
     for name in ("original-round-2", "rigger-shadow-round-2", "rigger-round-2"):
         whole, resumed = (json.loads((tmp_path / w / f"{name}.json").read_text()) for w in ("whole", "resumed"))
         assert whole["table"] == resumed["table"], name
+
+
+def test_a_run_saved_before_the_shadow_was_the_default_resumes_with_the_fork(tmp_path):
+    # loop.json from before 2026-12-06 has no credit_baseline or step_in: it started with the fork, and goes on with it.
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
+    settings = {**CONFIG, "spec": lake, "credit_retire": 1.0, "credit_baseline": "fork", "step_in": False}
+    for where in ("whole", "old"):
+        plant(tmp_path / where, lake.extended(*HARMFUL.transforms))
+    run_loop(tmp_path / "whole", LoopConfig(**settings))
+    run_loop(tmp_path / "old", LoopConfig(**{**settings, "rounds": 1}))
+    saved = json.loads((tmp_path / "old" / "loop.json").read_text())
+    del saved["credit_baseline"], saved["step_in"]
+    (tmp_path / "old" / "loop.json").write_text(json.dumps({**saved, "rounds": 2}))
+    (tmp_path / "old" / "final.json").unlink()
+    run_loop(tmp_path / "old")
+    assert not list((tmp_path / "old").glob("rigger-shadow-*"))  # no shadow was ever trained
+    whole, old = (json.loads((tmp_path / w / "rigger-round-2.json").read_text()) for w in ("whole", "old"))
+    assert whole["table"] == old["table"]
+    assert LoopConfig(spec=lake).credit_baseline == "shadow"  # while a new run starts with today's default

@@ -95,3 +95,16 @@ def test_a_failing_seed_in_parallel_is_named_and_the_others_finish_and_resume(tm
     assert result["seeds"] == [0, 1] and (multi / "seed-1" / "final.json").is_file()
     with pytest.raises(TrajectoryError, match="--jobs: got 0"):
         run_seeds(multi, None, jobs=0)
+
+
+def test_a_multi_seed_run_saved_before_todays_defaults_resumes_with_the_settings_it_started_with(tmp_path):
+    from envrigger.loop.seeds import _plan_seeds
+
+    old = json.loads(LoopConfig(**SMALL).model_dump_json())
+    for field in ("credit_baseline", "step_in"):  # seeds.json from before 2026-12-06 has neither
+        del old[field]
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / "seeds.json").write_text(json.dumps({"config": {**old, "credit_chunks": 2}, "seeds": 2}))
+    config, seeds = _plan_seeds(tmp_path, None, 2)
+    assert (config.credit_baseline, config.step_in, config.credit_chunks, seeds) == ("fork", False, 2, 2)
+    assert (LoopConfig(**SMALL).credit_baseline, LoopConfig(**SMALL).step_in) == ("shadow", True)
