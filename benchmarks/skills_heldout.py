@@ -175,7 +175,7 @@ def evaluate_none(loop_dir: Path, none_dir: Path, agent: dict[str, Any]) -> dict
     from envrigger.loop import LevelSplit, LoopConfig, evaluate
     from envrigger.loop.learners import make_learner
 
-    config = LoopConfig.model_validate_json((loop_dir / "loop.json").read_text())
+    config = LoopConfig.saved((loop_dir / "loop.json").read_text())
     split = LevelSplit.model_validate_json((loop_dir / "levels.json").read_text())
     probe = config.spec.build()
     try:

@@ -544,6 +544,23 @@ def diagnose_command(
         console.print(f"wrote {target} ({len(result.findings)} findings)")
 
 
+AGENT_FLAGS = {
+    "agent": "--agent",
+    "base_url": "--base-url",
+    "model": "--model",
+    "harness_path": "--harness",
+    "api_key_env": "--api-key-env",
+}
+
+
+def _typed_flag(name: str, value: Any) -> str:
+    """The flag as the user typed it: ``--no-step-in`` for a switch on by default that was turned off."""
+    flag = RUN_FLAGS[name].names[0] if RUN_FLAGS[name].names else "--" + name.replace("_", "-")
+    if LoopConfig.model_fields[name].default is True and value is False:
+        return "--no-" + flag[2:]
+    return flag
+
+
 DEFAULT_RUN_ENV = "MiniGrid-DoorKey-6x6-v0"
 DEFAULT_RUN_KWARGS: dict[str, Any] = {}
 
@@ -656,11 +673,15 @@ def run_command(
     if (output is None) == (resume is None):
         raise UserError("run: give -o RUN_DIR for a new run, or --resume RUN_DIR to continue one (not both)")
     if resume is not None:  # a resumed run keeps the settings it started with: a loop option here would be ignored
-        given = [
-            RUN_FLAGS[name].names[0] if RUN_FLAGS[name].names else "--" + name.replace("_", "-")
-            for name in RUN_FLAGS
-            if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
-        ]
+
+        def typed(name: str) -> bool:
+            return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+
+        given = [_typed_flag(name, settings[name]) for name in RUN_FLAGS if typed(name)]
+        # The agent's options too: the run's agent is in its loop.json (learner_params), as every setting is.
+        given += [flag for name, flag in AGENT_FLAGS.items() if typed(name)]
+        if typed("seeds") and seeds > 1 and not (resume / "seeds.json").is_file():
+            given.append("--seeds (a single run; start a multi-seed run with -o and --seeds)")
         if given or env is not None:
             what = ", ".join(given + (["ENV_ID|SPEC.json"] if env is not None else []))
             raise UserError(

@@ -211,7 +211,8 @@ def credited_training(
                 if shadow is None:
                     arm.learner = alone.learner
                 else:  # a copy: the shadow goes on training on the original env alone
-                    arm.learner = load_learner(config.learner, shadow.save(fork), probe)
+                    shadow.save(fork)  # load from the path given, as the fork does (a learner's save may add its suffix)
+                    arm.learner = load_learner(config.learner, fork, probe)
                 if board is not None:  # the kept copy goes on logging where the arm logs
                     arm.learner.log_to(board)
                 sampler.__dict__.update(sampler_before.__dict__)

@@ -96,12 +96,24 @@ def _figures(rounds: list[dict[str, Any]], arms: list[str]) -> dict[str, str]:
     return out
 
 
+def _settings(saved: dict[str, Any]) -> dict[str, Any]:
+    """The settings a run ran with: its loop.json, with what a file from before a default changed lacks filled in as it ran."""
+    from pydantic import ValidationError
+
+    from envrigger.loop.config import LoopConfig
+
+    try:
+        return LoopConfig.saved(saved).model_dump(mode="json")
+    except ValidationError:  # a file this version cannot read whole: shown as written
+        return saved
+
+
 def run_facts(run: str | Path) -> dict[str, Any]:
     """What the page shows, read from the run directory (finished or interrupted)."""
     from envrigger.loop.library import Library
 
     run = Path(run)
-    config = json.loads((run / "loop.json").read_text())
+    config = _settings(json.loads((run / "loop.json").read_text()))
     rounds: list[dict[str, Any]] = []
     components: list[Any] = []
     if (run / "library.db").is_file():
