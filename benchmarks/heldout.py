@@ -282,16 +282,23 @@ def _gain(diff: dict[str, Any], arm: str, with_ci: bool = False) -> str:
     return f"{100 * d['mean']:+.1f}{ci}"
 
 
+def _focus(entries: list[dict[str, Any]]) -> str:
+    """The arm the differences are taken from: rigger, or the last arm a run without it trained (``original,dr``: dr)."""
+    found = {e["result"].get("focus", "rigger") for e in entries}
+    return found.pop() if len(found) == 1 else "rigger"
+
+
 def summary(entries: list[dict[str, Any]]) -> list[str]:
     """One row per benchmark: held-out success of each arm, the paired gains, steps and spend."""
     shown = [a for a in ARMS if any(a in e["result"]["arms"] for e in entries)]  # every arm any benchmark trained, in ARMS order
-    others = [a for a in shown if a not in ("rigger", "original")]
+    focus = _focus(entries)
+    others = [a for a in shown if a not in (focus, "original")]
     lines = [
         "| benchmark | "
         + " | ".join(shown)
-        + " | rigger − original (95% CI) | "
-        + "".join(f"rigger − {a} | " for a in others)
-        + "steps per solved level vs original | rigger env steps ÷ original | loop time (sum over seeds) |",
+        + f" | {focus} − original (95% CI) | "
+        + "".join(f"{focus} − {a} | " for a in others)
+        + f"steps per solved level vs original | {focus} env steps ÷ original | loop time (sum over seeds) |",
         "|---" * (len(shown) + len(others) + 5) + "|",
     ]
     for entry in entries:
@@ -335,8 +342,9 @@ def ablation(entries: list[dict[str, Any]]) -> list[str]:
     2 of 5, rigger − original at least +9 points with its interval above zero on 3 of 5.
     """
     shown = [a for a in ARMS if any(a in e["result"]["arms"] for e in entries)]
+    focus = _focus(entries)
     lines = [
-        "| benchmark | seeds | " + " | ".join(f"rigger − {a} (95% CI)" for a in ABLATIONS) + " | seeds collapsed (held-out < 0.2): "
+        "| benchmark | seeds | " + " | ".join(f"{focus} − {a} (95% CI)" for a in ABLATIONS) + " | seeds collapsed (held-out < 0.2): "
         + ", ".join(shown) + " |",
         "|---" * (len(ABLATIONS) + 3) + "|",
     ]  # fmt: skip

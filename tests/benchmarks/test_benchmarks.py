@@ -209,3 +209,17 @@ def test_the_minigrid_step_benchmark_checks_the_observations_and_times_both_ways
     assert set(figures) == set(minigrid_step.ENVS)
     assert all(f["us_per_step"]["stock"] > 0 and f["us_per_step"]["fast"] > 0 for f in figures.values())
     assert "identical observations" in capsys.readouterr().out
+
+
+def test_a_run_without_the_rigger_arm_names_its_differences_by_the_arm_it_has(tmp_path, monkeypatch):
+    # The hard tier's dr runs train original and dr only: their report must not call dr's gain "rigger − original".
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    spec = {"env_id": "MiniGrid-Dynamic-Obstacles-Random-6x6-v0"}
+    (suite / "tiny.json").write_text(json.dumps({"name": "tiny", "domain": "hazards", "title": "a tiny smoke benchmark", "spec": spec}))
+    monkeypatch.setattr(heldout, "QUICK", {**heldout.QUICK, "rounds": 1, "budget_steps": 256, "eval_episodes": 10, "val_episodes": 10})
+    out = tmp_path / "out"
+    assert heldout.main(["--quick", "--seeds", "2", "--arms", "original,dr", "--suite", str(suite), "-o", str(out)]) == 0
+    report = (out / "results.md").read_text()
+    assert "| dr − original (95% CI) |" in report and "| dr env steps ÷ original |" in report
+    assert "rigger − original (95% CI)" not in report
