@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from credit_cases import CREDITED, LAKE
 
 import envrigger.loop.credit as credit_module
 from envharness import HarnessSpec
@@ -49,24 +50,7 @@ needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is 
 needs_textworld = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
 ENVRIGGER = str(Path(sys.executable).with_name("envrigger"))
 
-# Slippery 4x4: which seeds a chunk plays changes what is learned, so a wrong setting shows in the weights.
-LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
-TINY: dict[str, Any] = dict(
-    spec=LAKE,
-    learner="qlearning",
-    arms=["original", "rigger"],
-    rounds=1,
-    budget_steps=3000,
-    collect_episodes=20,
-    eval_episodes=10,
-    val_episodes=10,
-    candidates_per_round=1,
-    backend="serial",
-    min_rollouts=10,
-    max_rollouts=20,
-    allow_seen_levels=True,
-    credit_episodes=10,
-)
+TINY: dict[str, Any] = CREDITED  # slippery 4x4: which seeds a chunk plays changes what is learned, so a wrong setting shows
 # The fixed 8x8 lake with the band's floor at 0.2: the Q-learner wins too few episodes from the first easings to learn
 # from, so step-in fires in round 1 (tests/envrigger/loop/test_run.py), and admitted components train in round 2.
 STEPPY: dict[str, Any] = dict(

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from credit_cases import CREDITED, LAKE
 
 import envrigger.loop.credit as credit_module
 from envharness import HarnessSpec
@@ -38,28 +39,8 @@ from envrigger.loop.run import run_loop
 from envrigger.loop.samplers import Curriculum
 from envrigger.loop.train import Arm
 
-# Slippery: which seeds a chunk plays changes what is learned, so a wrong seed or a shared table shows.
-LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
 HARMFUL = LAKE.extended({"name": "RemapActions", "params": {"mapping": {"0": 2, "2": 0, "1": 3, "3": 1}}})
-CONFIG: dict[str, Any] = dict(
-    spec=LAKE,
-    learner="qlearning",
-    arms=["original", "rigger"],
-    rounds=1,
-    budget_steps=3000,
-    collect_episodes=20,
-    eval_episodes=10,
-    val_episodes=10,
-    candidates_per_round=1,
-    backend="serial",
-    min_rollouts=10,
-    max_rollouts=20,
-    allow_seen_levels=True,
-    credit_chunks=3,
-    credit_episodes=10,
-    credit_retire=1.0,
-    credit_baseline="shadow",
-)
+CONFIG: dict[str, Any] = {**CREDITED, "credit_chunks": 3, "credit_retire": 1.0, "credit_baseline": "shadow"}
 needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra")
 needs_textworld = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
 
