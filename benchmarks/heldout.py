@@ -87,6 +87,7 @@ class Benchmark(BaseModel):
     step_in: bool = False
     credit_baseline: Literal["fork", "shadow"] = "fork"
     credit_chunks: int = 2
+    credit_margin: float = 0.0
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:

@@ -586,6 +586,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "credit_chunks": Flag(),
     "credit_retire": Flag(),
     "credit_baseline": Flag(),
+    "credit_margin": Flag(metavar="Z"),
     "step_out": Flag(),
     "step_in": Flag(),
     "retire_mastered": Flag(),

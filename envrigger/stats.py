@@ -94,6 +94,23 @@ def normal_interval(values: np.ndarray, z: float = 1.96) -> tuple[float, float]:
     return mean - half, mean + half
 
 
+def paired_se(first: list[float], second: list[float]) -> float:
+    """Standard error of the mean paired difference ``first[i] - second[i]`` (the same levels played by two learners); 0 below two pairs.
+
+    Example:
+        >>> round(paired_se([1, 0, 0, 0], [0, 0, 1, 1]), 3)   # one level won only by the first, two only by the second
+        0.479
+        >>> paired_se([1, 0, 1], [1, 0, 1])                  # the same outcome on every level: no noise in the difference
+        0.0
+    """
+    if len(first) != len(second):
+        raise ValueError(f"paired_se: {len(first)} and {len(second)} outcomes; give one of each per level")
+    if len(first) < 2:
+        return 0.0
+    differences = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
+    return float(np.std(differences, ddof=1)) / math.sqrt(len(differences))
+
+
 def percentile_interval(resamples: np.ndarray) -> list[float] | None:
     """The 95% percentile interval of bootstrap ``resamples`` (NaNs left out); None when none is a number.
 

@@ -24,7 +24,7 @@ CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round,
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
-SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False}
+SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False, "credit_margin": 0.0}
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
@@ -197,6 +197,13 @@ class LoopConfig(BaseModel):
         "original env alone) or shadow (a learner trained on the original env alone since the run began, on the original "
         "arm's seeds and chunks: where the curriculum loses a chunk the arm falls back to exactly what plain training gives; "
         "with --credit-chunks 1 the original arm trains exactly as without credit; the default since 2026-12-06, fork before)",
+    )
+    credit_margin: float = Field(
+        0.0,
+        ge=0.0,
+        le=10.0,
+        description="the curriculum is thrown away only when its original-only copy solves more of the chunk's scoring levels "
+        "by more than this many standard errors of the paired difference (0: by any margin, a tie keeps the curriculum)",
     )
     credit_episodes: int = Field(50, ge=10, le=10_000, description="original-env levels each credit chunk scores both copies on")
     credit_retire: float = Field(

@@ -11,7 +11,9 @@ and on the same fresh training seeds, one copy trains on the curriculum (the ori
 PLR replay of its levels and the admitted components, each weighted by its share) and one
 on the original env alone; both then play the same fresh original-env levels (never a
 held-out or selection level). The copy that solves fewer of them is thrown away (a tie
-keeps the curriculum: no harm was measured), so a chunk that hurt is undone at once. The
+keeps the curriculum: no harm was measured; with ``credit_margin`` Z, the curriculum is
+thrown away only when it is behind by more than Z standard errors of the paired
+difference), so a chunk that hurt is undone at once. The
 difference is credited to the curriculum's pieces by their share of the chunk's episodes;
 a piece's share of later training grows with its credit and a piece whose credit falls
 to ``-credit_retire`` is retired: it trains no more in this run (it stays in the library).
@@ -37,6 +39,7 @@ from envrigger.loop.levels import first_free
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.samplers import Fixed
 from envrigger.loop.train import Arm, train_arm
+from envrigger.stats import paired_se
 
 REPLAY = "replay"  # the piece that is PLR's replay of original levels
 TEMPERATURE = 0.05  # a piece's weight is exp(credit / TEMPERATURE), within [1/4, 4]
@@ -190,17 +193,20 @@ def credited_training(
             first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
             seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
             scored = {
-                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config)
+                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True)
                 for name, learner in (("curriculum", arm.learner), ("original", alone.learner))
             }
             difference = scored["curriculum"]["success"] - scored["original"]["success"]
+            noise = paired_se([scored["curriculum"]["outcomes"][s] for s in seeds], [scored["original"]["outcomes"][s] for s in seeds])
             episodes = max(with_trained["episodes"], 1)
             shares = {p: with_trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
             if replay_p is not None and credit.weight(REPLAY) > 0:
                 shares[REPLAY] = with_trained["replays"] / episodes
             shares = {p: s for p, s in shares.items() if s > 0}
             credit.add(shares, difference)
-            keep = difference >= 0
+            # Within the margin the curriculum is kept (1e-9: a difference of exactly the margin is within it; the
+            # differences are whole levels over the same count, so with no margin this is difference >= 0).
+            keep = difference + config.credit_margin * noise >= -1e-9
             extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
             if keep:
                 extra += alone_trained["steps"] + alone_trained["search_steps"]
@@ -226,6 +232,7 @@ def credited_training(
                     "steps": steps,
                     "curriculum": scored["curriculum"]["success"],
                     "original": scored["original"]["success"],
+                    "se": noise,
                     "kept": "curriculum" if keep else "original",
                     "shares": shares,
                 }

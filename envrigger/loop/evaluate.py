@@ -18,17 +18,24 @@ from envrigger.stats import wilson
 
 
 def evaluate(
-    policy: Any, spec: HarnessSpec, seeds: list[int], out: Path, config: LoopConfig, trained_on: set[str] | None = None
+    policy: Any,
+    spec: HarnessSpec,
+    seeds: list[int],
+    out: Path,
+    config: LoopConfig,
+    trained_on: set[str] | None = None,
+    by_seed: bool = False,
 ) -> dict[str, Any]:
     """Success of ``policy`` on the original env with its original verifier, one episode per seed.
 
     Reports the success rate with its Wilson interval (over these episodes of one learner),
     the mean episode length, the mean length of successful episodes (steps to success), the
     env steps taken, the number of distinct levels and, with ``trained_on``, the share of
-    episodes on a level the learner trained on.
+    episodes on a level the learner trained on. With ``by_seed``, ``outcomes`` maps each seed
+    to whether its episode succeeded (what a paired comparison of two learners reads).
     """
     store = rollout(spec, policy, seeds=seeds, out=out, **backend_for(policy, config.backend, config.workers, config.rollout_batch))
-    table = store.episodes_table(["success", "length", "level_id"])
+    table = store.episodes_table(["success", "length", "level_id", "seed"])
     success = table.column("success").to_numpy(zero_copy_only=False).astype(bool)
     lengths = table.column("length").to_numpy()
     wins = int(success.sum())
@@ -46,6 +53,8 @@ def evaluate(
     from envrigger.ledger.evaluate import diversity  # the ledger's measures, so a round and a release read alike
 
     result["diversity"] = diversity(store)
+    if by_seed:
+        result["outcomes"] = dict(zip(table.column("seed").to_pylist(), success.tolist(), strict=True))
     if trained_on is not None:
         result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
     return result

@@ -168,3 +168,26 @@ def test_a_run_saved_before_the_shadow_was_the_default_resumes_with_the_fork(tmp
     whole, old = (json.loads((tmp_path / w / "rigger-round-2.json").read_text()) for w in ("whole", "old"))
     assert whole["table"] == old["table"]
     assert LoopConfig(spec=lake).credit_baseline == "shadow"  # while a new run starts with today's default
+
+
+def test_a_credit_margin_keeps_a_curriculum_behind_by_less_than_the_scoring_noise(tmp_path):
+    # --credit-margin Z: the curriculum is thrown away only when the original-only copy is ahead by more than Z standard
+    # errors of the paired difference over the chunk's scoring levels; a loss by a level or two of ten is noise and keeps it.
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
+    plant(tmp_path / "run", lake.extended(*HARMFUL.transforms))
+    config = LoopConfig(**{**CONFIG, "spec": lake, "credit_baseline": "shadow", "credit_retire": 1.0, "credit_margin": 1.0})
+    result = run_loop(tmp_path / "run", config)
+    chunks = [c for s in result["rounds"] for c in s["arms"]["rigger"]["train"]["credit"]["chunks"]]
+    for chunk in chunks:
+        behind = chunk["original"] - chunk["curriculum"]
+        assert chunk["kept"] == ("curriculum" if behind <= chunk["se"] + 1e-9 else "original"), chunk
+        assert 0 <= chunk["se"] <= 0.5  # ten binary outcomes a copy: the paired difference's standard error
+    assert any(c["kept"] == "curriculum" and c["curriculum"] < c["original"] for c in chunks)  # kept within the noise
+    assert any(c["kept"] == "original" for c in chunks)  # and thrown away beyond it: the harmful component still loses
+    # The fallback of a kept chunk still leaves the arm with the shadow's weights, as without a margin.
+    for summary in result["rounds"]:
+        if summary["arms"]["rigger"]["train"]["credit"]["chunks"][-1]["kept"] == "original":
+            number = summary["round"]
+            rigger, original = (json.loads((tmp_path / "run" / f"{a}-round-{number}.json").read_text()) for a in ("rigger", "original"))
+            assert rigger["table"] == original["table"]
+    assert LoopConfig(spec=lake).credit_margin == 0.0  # off unless asked: a tie alone keeps the curriculum
