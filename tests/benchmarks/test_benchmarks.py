@@ -223,3 +223,25 @@ def test_a_run_without_the_rigger_arm_names_its_differences_by_the_arm_it_has(tm
     report = (out / "results.md").read_text()
     assert "| dr − original (95% CI) |" in report and "| dr env steps ÷ original |" in report
     assert "rigger − original (95% CI)" not in report
+
+
+def test_the_credit_replay_names_the_kept_seeds_a_margin_could_change(tmp_path, capsys):
+    # benchmarks/credit_replay.py: the margin variants rerun the seeds it calls changed or maybe and reuse the others.
+    import credit_replay
+
+    kept = Path(__file__).parents[2] / "benchmarks" / "results" / "shadow-stepin-hard"
+    assert credit_replay.main([str(kept / "doorkey8"), "--json"]) == 0
+    verdicts = {int(k): v for k, v in json.loads(capsys.readouterr().out).items()}
+    assert [s for s, v in verdicts.items() if v["verdict"] == "changed"] == [1, 2, 5, 6, 8, 9]
+    assert {s for s, v in verdicts.items() if v["verdict"] == "unchanged"} == {0, 3, 4, 7}
+    # seed 8's round-3 fallback: the shadow ahead by one level in 50, within one standard error whatever the levels
+    assert verdicts[8]["at"] == {"round": 3, "chunk": 0, "curriculum": 0.04, "original": 0.06}
+    assert credit_replay.main([str(kept / "multiroom"), "--margin", "1"]) == 0  # the shadow never won a MultiRoom chunk
+    assert "unchanged: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in capsys.readouterr().out
+    assert credit_replay.main([str(kept / "doorkey8"), "--margin", "0"]) == 0  # no margin: every kept run is itself
+    assert "changed: none" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exit_info:
+        credit_replay.main([str(tmp_path)])
+    assert exit_info.value.code == 2 and "holds no seeds.json" in capsys.readouterr().err
+    low, high = credit_replay.se_bounds(0.04, 0.06, 50)
+    assert low == pytest.approx(0.02) and high == pytest.approx(0.0451, abs=1e-4)  # one disagreement, or five
