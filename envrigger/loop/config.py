@@ -24,7 +24,7 @@ CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round,
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
-SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False, "credit_margin": 0.0}
+SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False}
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.

@@ -412,8 +412,8 @@ def force(monkeypatch: pytest.MonkeyPatch, winner: str) -> None:
     """Every credit chunk's scoring is played; ``winner`` ("curriculum" or "original") is made to solve more."""
     real = credit_module.evaluate
 
-    def rigged(policy: Any, base: Any, seeds: Any, out: Path, config: Any, *rest: Any) -> dict[str, Any]:
-        scored = real(policy, base, seeds, out, config, *rest)
+    def rigged(policy: Any, base: Any, seeds: Any, out: Path, config: Any, *rest: Any, **named: Any) -> dict[str, Any]:
+        scored = real(policy, base, seeds, out, config, *rest, **named)
         return {**scored, "success": 0.5 if out.name.endswith(winner) else 0.45}
 
     monkeypatch.setattr(credit_module, "evaluate", rigged)

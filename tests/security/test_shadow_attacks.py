@@ -69,8 +69,8 @@ def force(monkeypatch: pytest.MonkeyPatch, verdicts: list[str]) -> list[dict[str
     real = credit_module.evaluate
     played: list[dict[str, Any]] = []
 
-    def rigged(policy: Any, base: Any, seeds: Any, out: Path, config: Any, *rest: Any) -> dict[str, Any]:
-        scored = real(policy, base, seeds, out, config, *rest)
+    def rigged(policy: Any, base: Any, seeds: Any, out: Path, config: Any, *rest: Any, **named: Any) -> dict[str, Any]:
+        scored = real(policy, base, seeds, out, config, *rest, **named)
         _, j, name = out.name.split("-")
         winner = verdicts[int(j)]
         scored = {**scored, "success": 0.5 if name == winner else 0.45}  # a small difference: nothing is retired
@@ -250,10 +250,10 @@ def test_a_round_killed_half_way_resumes_as_an_uninterrupted_run(tmp_path, monke
         else:
             real = credit_module.evaluate
 
-            def evaluate(policy: Any, base: Any, seeds: Any, out: Path, *rest: Any) -> Any:
+            def evaluate(policy: Any, base: Any, seeds: Any, out: Path, *rest: Any, **named: Any) -> Any:
                 if f"round-{number}" in out.parts and out.name == "score-1-original":
                     raise Killed(where)
-                return real(policy, base, seeds, out, *rest)
+                return real(policy, base, seeds, out, *rest, **named)
 
             patch.setattr(credit_module, "evaluate", evaluate)
         with pytest.raises(Killed):
