@@ -222,7 +222,7 @@ def _use_of(relative: Path) -> tuple[str, str] | None:
 
 
 def model_spend(loop_dir: Path, none_dir: Path) -> dict[str, dict[str, dict[str, int]]]:
-    """Model calls and tokens per arm and use: training from each arm's learner, the rest from the runs the loop stored."""
+    """Model calls and tokens per arm and use: training from each arm's learner, credit from its rounds, the rest from stored runs."""
     spent = {arm: {use: dict.fromkeys(COUNTS, 0) for use in USES} for arm in ARMS}
     rounds = json.loads((loop_dir / "loop.json").read_text())["rounds"]
     for arm in ("original", "rigger"):
@@ -234,6 +234,16 @@ def model_spend(loop_dir: Path, none_dir: Path) -> dict[str, dict[str, dict[str,
             arm, use = found
             for k, v in _store_counts(run.parent).items():
                 spent[arm][use][k] += v
+    from envrigger.loop.library import Library
+
+    library = Library(loop_dir / "library.db", create=False)  # the credit chunks' scoring and thrown-away copies (none when off)
+    try:
+        for summary in library.rounds():
+            credit = summary["arms"].get("rigger", {}).get("train", {}).get("credit", {})
+            for k in COUNTS:
+                spent["rigger"]["credit"][k] += int(credit.get("spent", {}).get(k, 0))
+    finally:
+        library.close()
     spent["none"]["heldout"] = _store_counts(none_dir / "heldout")
     return spent
 

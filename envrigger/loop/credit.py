@@ -117,6 +117,20 @@ def chunked_training(
     return _summed(records, set().union(*(r["levels"] for r in records)))
 
 
+def _spent(learner: Any) -> dict[str, int] | None:
+    """An LLM learner's endpoint spend so far (model calls, tokens); None for a learner that keeps none."""
+    spent = getattr(learner, "spent", None)
+    return dict(spent) if isinstance(spent, dict) else None
+
+
+def _less(after: dict[str, int] | None, before: dict[str, int] | None) -> dict[str, int]:
+    return {k: v - (before or {}).get(k, 0) for k, v in (after or {}).items()}
+
+
+def _plus(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:
+    return {k: first.get(k, 0) + second.get(k, 0) for k in [*first, *(k for k in second if k not in first)]}
+
+
 def _summed(records: list[dict[str, Any]], levels: set[str]) -> dict[str, Any]:
     """Several :func:`train_arm` records as one round's: counts added, picks and wins added env by env."""
     summed: dict[str, Any] = {"levels": levels}
@@ -149,7 +163,10 @@ def credited_training(
     the kept chunks (``steps`` is the round's budget, as every arm's); its ``levels`` are
     every training level either copy played. The credit record has each chunk's two
     success rates, which copy was kept, the credit and retirements after the round, the
-    ``steps`` the thrown-away copies and the scoring took, and the scoring ``levels``.
+    ``steps`` the thrown-away copies and the scoring took, and the scoring ``levels``; for an
+    LLM learner (one that counts its ``spent``), ``spent``: the model calls and tokens of the
+    thrown-away copies' training and of the scoring. The arm's learner keeps counting only
+    its own training: after a fallback, its history before the chunk and the kept copy's chunk.
 
     ``alone_offset`` moves the original-only copy's training seeds: the ``original-select``
     ablation trains both copies on the original env, on different seeds, so what it measures
@@ -169,6 +186,7 @@ def credited_training(
     levels: set[str] = set()
     scored_levels: set[str] = set()
     extra = 0
+    thrown: dict[str, int] = {}  # what the thrown-away copies' training and the scoring cost an LLM learner's endpoint
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     try:
@@ -183,8 +201,10 @@ def credited_training(
             if shadow is None:
                 arm.learner.save(fork)
             sampler_before, evidence_before = copy.deepcopy(sampler), copy.deepcopy(evidence)
+            arm_before = _spent(arm.learner)
             with_trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, start=start, steps=steps, advance=advance)
             alone = Arm(arm.name, shadow if shadow is not None else load_learner(config.learner, fork, probe))
+            alone_before = _spent(alone.learner)
             alone_evidence = evidence_before
             alone_trained = train_arm(
                 alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start + alone_offset, steps=steps
@@ -193,7 +213,7 @@ def credited_training(
             first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
             seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
             scored = {
-                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True)
+                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True, spend=True)
                 for name, learner in (("curriculum", arm.learner), ("original", alone.learner))
             }
             difference = scored["curriculum"]["success"] - scored["original"]["success"]
@@ -208,8 +228,12 @@ def credited_training(
             # differences are whole levels over the same count, so with no margin this is difference >= 0).
             keep = difference + config.credit_margin * noise >= -1e-9
             extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
+            if arm_before is not None:  # an LLM learner: the scoring's model calls are credit spend too
+                thrown = _plus(thrown, _plus(scored["curriculum"]["spent"], scored["original"]["spent"]))
+            arm_cost, alone_cost = _less(_spent(arm.learner), arm_before), _less(_spent(alone.learner), alone_before)
             if keep:
                 extra += alone_trained["steps"] + alone_trained["search_steps"]
+                thrown = _plus(thrown, alone_cost)
                 kept_records.append(with_trained)
             else:
                 extra += with_trained["steps"] + with_trained["search_steps"]
@@ -219,6 +243,9 @@ def credited_training(
                 else:  # a copy: the shadow goes on training on the original env alone
                     shadow.save(fork)  # load from the path given, as the fork does (a learner's save may add its suffix)
                     arm.learner = load_learner(config.learner, fork, probe)
+                thrown = _plus(thrown, arm_cost)
+                if arm_before is not None:  # the arm's own spend: its history before the chunk and the kept copy's chunk
+                    arm.learner.spent = _plus(arm_before, alone_cost)
                 if board is not None:  # the kept copy goes on logging where the arm logs
                     arm.learner.log_to(board)
                 sampler.__dict__.update(sampler_before.__dict__)
@@ -245,4 +272,6 @@ def credited_training(
             sampler.replay_p = replay_p
     trained = _summed(kept_records, levels)
     record = {"chunks": chunks, **credit.state(), "steps": extra, "levels": scored_levels}
+    if thrown:
+        record["spent"] = thrown
     return trained, record

@@ -16,6 +16,8 @@ from envrigger.loop.config import LoopConfig
 from envrigger.rollout import backend_for, rollout
 from envrigger.stats import wilson
 
+SPEND = ("model_calls", "input_tokens", "output_tokens")  # an LLM agent's endpoint cost, as its learner's ``spent`` counts it
+
 
 def evaluate(
     policy: Any,
@@ -25,6 +27,7 @@ def evaluate(
     config: LoopConfig,
     trained_on: set[str] | None = None,
     by_seed: bool = False,
+    spend: bool = False,
 ) -> dict[str, Any]:
     """Success of ``policy`` on the original env with its original verifier, one episode per seed.
 
@@ -32,7 +35,8 @@ def evaluate(
     the mean episode length, the mean length of successful episodes (steps to success), the
     env steps taken, the number of distinct levels and, with ``trained_on``, the share of
     episodes on a level the learner trained on. With ``by_seed``, ``outcomes`` maps each seed
-    to whether its episode succeeded (what a paired comparison of two learners reads).
+    to whether its episode succeeded (what a paired comparison of two learners reads); with
+    ``spend``, ``spent`` sums the episodes' model calls and tokens (an LLM agent's endpoint cost).
     """
     store = rollout(spec, policy, seeds=seeds, out=out, **backend_for(policy, config.backend, config.workers, config.rollout_batch))
     table = store.episodes_table(["success", "length", "level_id", "seed"])
@@ -53,6 +57,9 @@ def evaluate(
     from envrigger.ledger.evaluate import diversity  # the ledger's measures, so a round and a release read alike
 
     result["diversity"] = diversity(store)
+    if spend:
+        costs = store.episodes_table(list(SPEND))
+        result["spent"] = {k: int(sum(v or 0 for v in costs.column(k).to_pylist())) for k in SPEND}
     if by_seed:
         result["outcomes"] = dict(zip(table.column("seed").to_pylist(), success.tolist(), strict=True))
     if trained_on is not None:

@@ -442,6 +442,31 @@ def test_a_skills_chunk_the_curriculum_loses_hands_the_arm_a_copy_of_the_shadow(
 
 @needs_textworld
 @pytest.mark.parametrize("winner", ["curriculum", "original"])
+def test_a_skills_chunk_counts_what_the_thrown_away_copy_and_the_scoring_cost_the_endpoint(tmp_path, monkeypatch, winner):
+    # An LLM learner's training costs model calls. Whichever copy a chunk throws away, its calls are the arm's credit
+    # spend (as its env steps are credit interaction), with the scoring's; the arm's own `spent` is only what trained it.
+    force(monkeypatch, winner)
+    with ChatServer(walker()) as server:
+        params = {"agent": agent(server.url)}
+        config = LoopConfig(spec=TW, learner="skills", learner_params=params, budget_steps=100, backend="serial", credit_episodes=10)
+        probe = TW.build()
+        rigger, shadow = Arm("rigger", make_learner("skills", probe, 0, **params)), make_learner("skills", probe, 0, **params)
+        sampler = Curriculum(1, np.random.default_rng(0))
+        _, record = credited_training(tmp_path / "credit", rigger, [TW], [], sampler, config, 1, set(), Credit(1.0), shadow=shadow)
+        probe.close()
+        served = sum(r["path"].rstrip("/") == "/v1/chat/completions" for r in server.requests)
+    assert [c["kept"] for c in record["chunks"]] == [winner]
+    credit_calls, own, shadows = record["spent"]["model_calls"], rigger.learner.spent["model_calls"], shadow.spent["model_calls"]
+    assert own > 0 and shadows > 0 and credit_calls > 0
+    if winner == "original":  # the arm holds a copy of the shadow: its spend is the shadow's chunk, the curriculum's is credit
+        assert rigger.learner.spent == shadow.spent
+    else:  # the shadow's chunk was thrown away: its calls and the scoring's are credit, the arm keeps its own
+        assert credit_calls > shadows  # the scoring played 2 x 10 episodes on top
+    assert own + credit_calls == served  # every call the endpoint served is counted once: the arm's, or the credit's
+
+
+@needs_textworld
+@pytest.mark.parametrize("winner", ["curriculum", "original"])
 def test_a_skills_loop_with_todays_defaults_finishes_and_its_shadow_is_the_original_arm(tmp_path, monkeypatch, winner):
     # `envrigger run ENV --learner skills --agent chat ...` with no credit option: the shadow, one chunk. Whichever copy
     # the chunk keeps, the run finishes, the shadow holds the original arm's lessons, and a lost chunk leaves the
