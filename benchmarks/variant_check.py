@@ -20,6 +20,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("-o", "--out", type=Path, default=Path("results") / "variants")
+    parser.add_argument("--label", default=None, help="the variant's folder and file name (default: its --set changes, e.g. step_out=true)")
     parser.add_argument("--quick", action="store_true", help="the suite's tiny budgets (heldout.py --quick): a smoke test, not a result")
     args = parser.parse_args(argv)
     (benchmark,) = load_suite(args.suite, only=[args.benchmark])
@@ -111,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as error:
         first = error.errors()[0]
         parser.error(f"--set {'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
-    label = ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
+    if args.label is not None and (not re.fullmatch(r"[A-Za-z0-9_.,=-]+", args.label) or args.label == "plain"):
+        parser.error(f"--label: got {args.label!r}; give a folder name of letters, digits and _.,=- other than plain")
+    label = args.label or ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
+    label = re.sub(r"[^A-Za-z0-9_.,=-]", "_", label)  # a URL among the changes is not a path
     out = args.out / benchmark.name
     tasks = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):

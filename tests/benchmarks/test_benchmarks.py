@@ -198,6 +198,10 @@ def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path
             variant_check.main(["frozenlake", "--set", change, "-o", str(tmp_path / "refused")])
         assert refused.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "refused").exists()
+    with pytest.raises(SystemExit) as refused:  # a label is a folder name
+        variant_check.main(["frozenlake", "--set", "step_out=true", "--label", "../elsewhere", "-o", str(tmp_path / "refused")])
+    assert refused.value.code == 2 and "--label: got '../elsewhere'" in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
 
 
 def test_the_minigrid_step_benchmark_checks_the_observations_and_times_both_ways(tmp_path, capsys):
