@@ -587,6 +587,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "credit_retire": Flag(),
     "credit_baseline": Flag(),
     "credit_margin": Flag(metavar="Z"),
+    "mutate": Flag(),
     "step_out": Flag(),
     "step_in": Flag(),
     "retire_mastered": Flag(),

@@ -182,6 +182,11 @@ class LoopConfig(BaseModel):
         "parameter's region (`pole_mass <= 0.11`) gets that region's reshapings, and a finding no transform targets "
         "gets the easing ones (a start nearer the goal or along the walkthrough, a nearer goal, fewer walls)",
     )
+    mutate: Literal["random", "learnability"] = Field(
+        "random",
+        description="which admitted components a round mutates (ACCEL-style edits, up to half its candidates): random ones, "
+        "or those with the highest learnability p(1 - p) of the round's training wins first",
+    )
     credit_chunks: int = Field(
         1,
         ge=0,

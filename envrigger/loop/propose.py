@@ -201,6 +201,7 @@ def propose(
     easing_first: bool = False,
     mastered: Iterable[tuple[str, HarnessSpec, str]] = (),
     target_all: bool = False,
+    learnability: dict[str, float] | None = None,
 ) -> list[Candidate]:
     """Candidates for the top findings, then the next rungs of mastered components, then mutations of admitted ones; no duplicates.
 
@@ -215,7 +216,10 @@ def propose(
     follows the learner outward. With ``target_all``, findings the catalog does not name
     get candidates too: an ending whose condition is a level parameter's region gets that
     region's reshapings (:func:`_region`), and a finding no transform targets gets the
-    :data:`EASING` ones.
+    :data:`EASING` ones. With ``learnability`` (each admitted component's hash to p(1 - p)
+    of its training wins this round), the components mutated are those the learner is
+    learning most on, highest first (ACCEL's edits of high-regret levels); without it, a
+    random ``mutations`` of them.
     """
     admitted = list(admitted)
     seen = {h for h, _, _ in admitted} | {base.hash()}
@@ -279,7 +283,10 @@ def propose(
                 parent=parent_hash,
             )
         )
-    for index in rng.permutation(len(admitted))[:mutations] if admitted else []:
+    order = [int(i) for i in rng.permutation(len(admitted))] if admitted else []
+    if learnability is not None:  # stable: among equals, the random order
+        order.sort(key=lambda i: -learnability.get(admitted[i][0], -1.0))
+    for index in order[:mutations]:
         parent_hash, parent, parent_finding = admitted[int(index)]
         extra = parent.transforms[len(base.transforms) :] or parent.transforms
         if not extra:

@@ -66,6 +66,11 @@ def mastered(wins: int, episodes: int, band: tuple[float, float]) -> bool:
     return episodes >= MASTERED_EPISODES and wins > band[1] * episodes
 
 
+def _learnability(trained: dict[str, tuple[int, int]] | None) -> dict[str, float]:
+    """Each component's p(1 - p) over this round's training episodes on it (none trained: not in the map)."""
+    return {h: (w / n) * (1 - w / n) for h, (w, n) in (trained or {}).items() if n > 0}
+
+
 def _same_spaces(spec: HarnessSpec, spaces: tuple[Any, Any]) -> bool:
     env = spec.build()
     try:
@@ -155,9 +160,21 @@ def rigger_round(
             easing_first=diagnosis.success_rate < config.band[0],
             mastered=solved,
             target_all=config.target_all,
+            learnability=_learnability(trained) if config.mutate == "learnability" else None,
         )
     else:
-        proposals += [c for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=solved) if c.origin != "catalog"]
+        proposals += [
+            c
+            for c in propose(
+                diagnosis,
+                base,
+                rng,
+                admitted=admitted_before,
+                mastered=solved,
+                learnability=_learnability(trained) if config.mutate == "learnability" else None,
+            )
+            if c.origin != "catalog"
+        ]
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
     usable = [c for c in proposals if _same_spaces(c.spec, spaces)]
     # Next rungs of mastered components, then mutations of admitted ones (ACCEL), get up to half of the slots; catalog proposals the rest.

@@ -195,3 +195,31 @@ def test_a_mastered_component_gets_its_next_rung_proposed_before_any_mutation(tm
     assert stepped[0].finding == "timeout" and "masters" in stepped[0].rationale
     later = [c.origin for c in out[out.index(stepped[0]) :]]
     assert "catalog" not in later  # after every catalog proposal, before the mutations
+
+
+def test_with_mutate_learnability_the_components_the_learner_is_learning_most_on_are_edited_first(tmp_path):
+    # --mutate learnability (ACCEL): the mutated parents are those with the highest p(1 - p) of this round's training
+    # wins, not random ones; a component it did not train on comes last.
+    base = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+    report = diagnose(rollout(base, "random", seeds=range(20), out=tmp_path / "random"))
+    admitted = [
+        (name, base.extended(transform), "timeout")
+        for name, transform in (
+            ("solved", {"name": "MoveAgent", "params": {"min_dist": 1, "max_dist": 3}}),
+            ("learning", {"name": "StepBudget", "params": {"max_steps": 120}}),
+            ("hopeless", {"name": "AddLava", "params": {"count": 2}}),
+            ("unseen", {"name": "RemoveWalls", "params": {"count": 2}}),
+        )
+    ]
+    learnability = {"solved": 0.05, "learning": 0.25, "hopeless": 0.0}  # p(1 - p) at 0.95, 0.5 and 0 wins
+    for seed in range(5):
+        out = propose(report, base, np.random.default_rng(seed), admitted=admitted, mutations=2, learnability=learnability)
+        parents = [c.parent for c in out if c.origin == "mutation"]  # a mutation that repeats a candidate is dropped
+        assert parents[0] == "learning" and set(parents) <= {"learning", "solved"}
+    randomly = {
+        tuple(
+            c.parent for c in propose(report, base, np.random.default_rng(seed), admitted=admitted, mutations=2) if c.origin == "mutation"
+        )
+        for seed in range(5)
+    }
+    assert any(set(parents) - {"learning", "solved"} for parents in randomly)  # without it, random parents
