@@ -423,19 +423,26 @@ def lessons(path: Path) -> list[dict[str, Any]]:
     return json.loads(Path(str(path) + ".skills.json").read_text())["skills"]
 
 
-@needs_textworld
-def test_a_skills_chunk_the_curriculum_loses_hands_the_arm_a_copy_of_the_shadow(tmp_path, monkeypatch):
-    # Before today the skills learner only ran with the fork or no credit; the shadow's fallback loads the shadow's save
-    # back: a chunk the curriculum loses must leave the rigger arm with the shadow's lessons, in a learner of its own.
-    force(monkeypatch, "original")
+def skills_chunk(where: Path) -> tuple[Arm, Any, dict[str, Any], int]:
+    """One credit chunk of a skills learner against its shadow, on a scripted model: the arm, the shadow, the record, calls served."""
     with ChatServer(walker()) as server:
         params = {"agent": agent(server.url)}
         config = LoopConfig(spec=TW, learner="skills", learner_params=params, budget_steps=100, backend="serial", credit_episodes=10)
         probe = TW.build()
         rigger, shadow = Arm("rigger", make_learner("skills", probe, 0, **params)), make_learner("skills", probe, 0, **params)
         sampler = Curriculum(1, np.random.default_rng(0))
-        _, record = credited_training(tmp_path / "credit", rigger, [TW], [], sampler, config, 1, set(), Credit(1.0), shadow=shadow)
+        _, record = credited_training(where, rigger, [TW], [], sampler, config, 1, set(), Credit(1.0), shadow=shadow)
         probe.close()
+        served = sum(r["path"].rstrip("/") == "/v1/chat/completions" for r in server.requests)
+    return rigger, shadow, record, served
+
+
+@needs_textworld
+def test_a_skills_chunk_the_curriculum_loses_hands_the_arm_a_copy_of_the_shadow(tmp_path, monkeypatch):
+    # Before today the skills learner only ran with the fork or no credit; the shadow's fallback loads the shadow's save
+    # back: a chunk the curriculum loses must leave the rigger arm with the shadow's lessons, in a learner of its own.
+    force(monkeypatch, "original")
+    rigger, shadow, record, _ = skills_chunk(tmp_path / "credit")
     assert [c["kept"] for c in record["chunks"]] == ["original"]
     assert rigger.learner is not shadow and rigger.learner.skills == shadow.skills and shadow.skills
 
@@ -446,15 +453,7 @@ def test_a_skills_chunk_counts_what_the_thrown_away_copy_and_the_scoring_cost_th
     # An LLM learner's training costs model calls. Whichever copy a chunk throws away, its calls are the arm's credit
     # spend (as its env steps are credit interaction), with the scoring's; the arm's own `spent` is only what trained it.
     force(monkeypatch, winner)
-    with ChatServer(walker()) as server:
-        params = {"agent": agent(server.url)}
-        config = LoopConfig(spec=TW, learner="skills", learner_params=params, budget_steps=100, backend="serial", credit_episodes=10)
-        probe = TW.build()
-        rigger, shadow = Arm("rigger", make_learner("skills", probe, 0, **params)), make_learner("skills", probe, 0, **params)
-        sampler = Curriculum(1, np.random.default_rng(0))
-        _, record = credited_training(tmp_path / "credit", rigger, [TW], [], sampler, config, 1, set(), Credit(1.0), shadow=shadow)
-        probe.close()
-        served = sum(r["path"].rstrip("/") == "/v1/chat/completions" for r in server.requests)
+    rigger, shadow, record, served = skills_chunk(tmp_path / "credit")
     assert [c["kept"] for c in record["chunks"]] == [winner]
     credit_calls, own, shadows = record["spent"]["model_calls"], rigger.learner.spent["model_calls"], shadow.spent["model_calls"]
     assert own > 0 and shadows > 0 and credit_calls > 0
