@@ -59,6 +59,11 @@ def validation(where: Path) -> dict[str, Any]:
     return {"validation": {arm: a.validation for arm, a in final.arms.items()}, "admitted": admitted}
 
 
+def _folder_name(label: str) -> bool:
+    """A label names one folder inside the benchmark's: safe characters, not only dots, not the plain runs' folder, not too long."""
+    return bool(re.fullmatch(r"[A-Za-z0-9_.,=-]{1,200}", label)) and set(label) != {"."} and label != "plain"
+
+
 def _parse(changes: list[str]) -> dict[str, Any]:
     out = {}
     for change in changes:
@@ -113,10 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as error:
         first = error.errors()[0]
         parser.error(f"--set {'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
-    if args.label is not None and (not re.fullmatch(r"[A-Za-z0-9_.,=-]+", args.label) or args.label == "plain"):
-        parser.error(f"--label: got {args.label!r}; give a folder name of letters, digits and _.,=- other than plain")
+    if args.label is not None and not _folder_name(args.label):
+        parser.error(
+            f"--label: got {args.label!r}; give a folder name (up to 200 of letters, digits and _.,=-, not only dots) other than plain"
+        )
     label = args.label or ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in sorted(changes.items())) or "plain"
-    label = re.sub(r"[^A-Za-z0-9_.,=-]", "_", label)  # a URL among the changes is not a path
+    if args.label is None and label != "plain" and not _folder_name(label):  # a URL among the changes is no folder name
+        parser.error(f"--label: the changes name no folder ({label[:60]!r}...); give the variant a name with --label NAME")
     out = args.out / benchmark.name
     tasks = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -147,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  rigger, variant - plain: {summary['mean'] * 100:+.1f} points [{summary['ci'][0] * 100:+.1f}, {summary['ci'][1] * 100:+.1f}]")
     result = {"benchmark": benchmark.name, "variant": changes, "arms": base.arms, "rows": rows, "rigger_gain": summary,
               "wall_time": time.perf_counter() - started}  # fmt: skip
-    (out / f"variant-{label.replace('=', '-').replace(',', '_')}.json").write_text(json.dumps(result, indent=2))
+    (out / f"variant-{label}.json").write_text(json.dumps(result, indent=2))
     return 0
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
 from envrigger.loop.learners import LEARNERS
@@ -274,10 +274,11 @@ class LoopConfig(BaseModel):
         return self
 
     @classmethod
-    def saved(cls, data: str | dict[str, Any]) -> LoopConfig:
+    def saved(cls, data: str | dict[str, Any], where: str = "the run's saved config") -> LoopConfig:
         """A config as a run saved it (``loop.json``, ``seeds.json``): a field the file lacks keeps the default it was written under.
 
         Defaults change (:data:`SAVED_BEFORE`); a run resumed after such a change goes on as it started.
+        A field out of its bounds (a hand-edited file) is a one-line ``ValueError`` naming ``where`` and the field.
 
         Example:
             >>> saved = LoopConfig.saved({"spec": {"env_id": "MiniGrid-DoorKey-6x6-v0"}, "credit_chunks": 2})
@@ -285,7 +286,13 @@ class LoopConfig(BaseModel):
             ('fork', False, 'shadow')
         """
         fields = json.loads(data) if isinstance(data, str) else dict(data)
-        return cls.model_validate({**SAVED_BEFORE, **fields})
+        try:
+            return cls.model_validate({**SAVED_BEFORE, **fields})
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "config"
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"{where}: {field}: {message}; correct it there, or start a new run") from None
 
     @property
     def heldout_base(self) -> HarnessSpec:

@@ -217,7 +217,9 @@ def credited_training(
                 for name, learner in (("curriculum", arm.learner), ("original", alone.learner))
             }
             difference = scored["curriculum"]["success"] - scored["original"]["success"]
-            noise = paired_se([scored["curriculum"]["outcomes"][s] for s in seeds], [scored["original"]["outcomes"][s] for s in seeds])
+            noise = paired_se(
+                *([scored[c]["outcomes"].get(s, False) for s in seeds] for c in ("curriculum", "original"))
+            )  # a lost episode: lost
             episodes = max(with_trained["episodes"], 1)
             shares = {p: with_trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
             if replay_p is not None and credit.weight(REPLAY) > 0:

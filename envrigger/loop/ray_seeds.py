@@ -87,7 +87,7 @@ def run_seeds_on_ray(tasks: list[tuple[Path, LoopConfig | None, str]], address: 
         if (where / "final.json").is_file():
             log(f"{label}{where}: finished already")
             continue
-        config = fresh or LoopConfig.saved((where / "loop.json").read_text())
+        config = fresh or LoopConfig.saved((where / "loop.json").read_text(), where=str(where / "loop.json"))
         remote = ray.remote(num_cpus=config.workers or 1, max_retries=RETRIES, retry_exceptions=False)(seed_task)
         pending[remote.remote(None if fresh is None else fresh.model_dump_json(), pack(where))] = (where, label)
         log(f"{label}{where}: sent to the Ray cluster ({config.workers or 1} CPU)")

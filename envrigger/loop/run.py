@@ -119,7 +119,7 @@ def _run_loop(
     if config is None:
         if not config_path.is_file():
             raise TrajectoryError(f"--resume: {out} holds no loop run (no loop.json); start one with `envrigger run ENV -o {out}`")
-        config = LoopConfig.saved(config_path.read_text())
+        config = LoopConfig.saved(config_path.read_text(), where=str(config_path))
         if (out / "final.json").is_file() and (out / "library.db").is_file():
             # A finished run needs nothing else: its kept record (loop.json, library.db, final.json) resumes as itself.
             finished = Library(out / "library.db", create=False)

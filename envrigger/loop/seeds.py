@@ -179,7 +179,7 @@ def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopC
         saved = json.loads(plan.read_text())
         if seeds > int(saved["seeds"]):  # asked for more master seeds than the run has: add the next ones
             save_json(plan, {**saved, "seeds": seeds})
-        return LoopConfig.saved(saved["config"]), max(seeds, int(saved["seeds"]))
+        return LoopConfig.saved(saved["config"], where=str(plan)), max(seeds, int(saved["seeds"]))
     if plan.is_file():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
     LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written

@@ -185,7 +185,7 @@ def test_a_variant_is_measured_on_validation_levels_only_paired_by_seed(tmp_path
     changes = ["--set", "step_out=true", "--set", "backend=process", "--set", "rollout_batch=1"]
     args = ["frozenlake", "--quick", *changes, "--arms", "original,rigger", "--seeds", "2", "-o", str(out)]
     assert variant_check.main(args) == 0
-    result = json.loads((out / "frozenlake" / "variant-backend-process_rollout_batch-1_step_out-true.json").read_text())
+    result = json.loads((out / "frozenlake" / "variant-backend=process,rollout_batch=1,step_out=true.json").read_text())
     assert [r["seed"] for r in result["rows"]] == [100, 101]
     assert result["variant"] == {"step_out": True, "backend": "process", "rollout_batch": 1}
     assert all(set(r["plain"]["validation"]) == {"original", "rigger"} for r in result["rows"])
@@ -239,7 +239,7 @@ def test_the_credit_replay_names_the_kept_seeds_a_margin_could_change(tmp_path, 
     assert [s for s, v in verdicts.items() if v["verdict"] == "changed"] == [1, 2, 5, 6, 8, 9]
     assert {s for s, v in verdicts.items() if v["verdict"] == "unchanged"} == {0, 3, 4, 7}
     # seed 8's round-3 fallback: the shadow ahead by one level in 50, within one standard error whatever the levels
-    assert verdicts[8]["at"] == {"round": 3, "chunk": 0, "curriculum": 0.04, "original": 0.06}
+    assert verdicts[8]["at"] == {"round": 3, "arm": "rigger", "chunk": 0, "curriculum": 0.04, "original": 0.06}
     assert credit_replay.main([str(kept / "multiroom"), "--margin", "1"]) == 0  # the shadow never won a MultiRoom chunk
     assert "unchanged: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9" in capsys.readouterr().out
     assert credit_replay.main([str(kept / "doorkey8"), "--margin", "0"]) == 0  # no margin: every kept run is itself
