@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from envharness import HarnessSpec
+from envrigger.loop.library import Library
 
 # Slippery: which seeds a chunk plays changes what is learned, so a wrong seed or a shared table shows.
 LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "4x4", "is_slippery": True})
@@ -24,3 +26,12 @@ CREDITED: dict[str, Any] = dict(
     allow_seen_levels=True,
     credit_episodes=10,
 )
+
+
+def rounds_of(run: Path) -> list[dict[str, Any]]:
+    """A run's committed round summaries without their wall times: what two runs of one config must agree on."""
+    library = Library(run / "library.db", create=False)
+    try:
+        return [{k: v for k, v in r.items() if k not in ("wall_time", "stage_seconds")} for r in library.rounds()]
+    finally:
+        library.close()

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from credit_cases import CREDITED, LAKE
+from credit_cases import CREDITED, LAKE, rounds_of
 
 import envrigger.loop.credit as credit_module
 from envharness import HarnessSpec
@@ -42,7 +42,6 @@ from envrigger.loop import LoopConfig, run_loop, run_seeds
 from envrigger.loop.config import SAVED_BEFORE
 from envrigger.loop.credit import Credit, credited_training
 from envrigger.loop.learners import make_learner
-from envrigger.loop.library import Library
 from envrigger.loop.samplers import Curriculum
 from envrigger.loop.train import Arm
 
@@ -89,14 +88,6 @@ class Killed(Exception):
 
 def table(path: Path) -> dict[str, Any]:
     return json.loads(path.read_text())["table"]
-
-
-def rounds_of(run: Path) -> list[dict[str, Any]]:
-    library = Library(run / "library.db", create=False)
-    try:
-        return [{k: v for k, v in r.items() if k not in ("wall_time", "stage_seconds")} for r in library.rounds()]
-    finally:
-        library.close()
 
 
 def stepped_in(run: Path) -> bool:

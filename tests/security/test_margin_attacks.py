@@ -41,7 +41,7 @@ from typing import Any
 import faulty_envs  # noqa: F401 - registers Crashy-v0
 import numpy as np
 import pytest
-from credit_cases import CREDITED, LAKE
+from credit_cases import CREDITED, LAKE, rounds_of
 from pydantic import ValidationError
 from test_default_attacks import TW, agent, needs_textworld, walker
 
@@ -316,14 +316,6 @@ def test_a_learner_that_keeps_no_spend_gets_no_spent_in_its_credit_record(tmp_pa
 
 class Killed(Exception):
     pass
-
-
-def rounds_of(run: Path) -> list[dict[str, Any]]:
-    library = Library(run / "library.db", create=False)
-    try:
-        return [{k: v for k, v in r.items() if k not in ("wall_time", "stage_seconds")} for r in library.rounds()]
-    finally:
-        library.close()
 
 
 def test_the_same_margin_config_gives_the_same_chunk_records_whole_twice_or_resumed(tmp_path):
