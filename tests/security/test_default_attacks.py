@@ -32,12 +32,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from credit_cases import CREDITED, LAKE, rounds_of
+from credit_cases import CREDITED, LAKE, TW, agent, needs_textworld, rounds_of, walker
 
 import envrigger.loop.credit as credit_module
 from envharness import HarnessSpec
-from envrigger.agents import default_harness
-from envrigger.agents.scripted import ChatServer, Reply, listed_commands
+from envrigger.agents.scripted import ChatServer
 from envrigger.loop import LoopConfig, run_loop, run_seeds
 from envrigger.loop.config import SAVED_BEFORE
 from envrigger.loop.credit import Credit, credited_training
@@ -46,7 +45,6 @@ from envrigger.loop.samplers import Curriculum
 from envrigger.loop.train import Arm
 
 needs_sb3 = pytest.mark.skipif(importlib.util.find_spec("stable_baselines3") is None, reason="needs the sb3 extra")
-needs_textworld = pytest.mark.skipif(importlib.util.find_spec("textworld") is None, reason="needs the textworld extra")
 ENVRIGGER = str(Path(sys.executable).with_name("envrigger"))
 
 TINY: dict[str, Any] = CREDITED  # slippery 4x4: which seeds a chunk plays changes what is learned, so a wrong setting shows
@@ -371,32 +369,6 @@ def test_by_default_every_credited_learner_has_a_shadow_and_an_original_arm_as_w
     if chunk["kept"] == "original":  # the arm fell back to the shadow: the original arm's weights and steps exactly
         assert state(kind, tmp_path / "today" / "rigger-round-1") == original
         assert arms["rigger"]["interaction"]["train"] == arms["original"]["interaction"]["train"]
-
-
-TW = HarnessSpec(env_id="envharness/TextWorld-v0", env_kwargs={"levels": [3], "games_per_level": 2})
-
-
-def walker() -> Any:
-    """A scripted model that plays each game's own walkthrough (it wins), then a listed command."""
-    known = {}
-    for seed in range(6):
-        env = TW.build()
-        obs, _ = env.reset(seed=seed)
-        known[obs["text"][:200]] = list(env.unwrapped.policy)
-        env.close()
-
-    def model(request: dict[str, Any]) -> Reply:
-        first = next(m["content"] for m in request["messages"] if m["role"] == "user")
-        plan = next((p for opening, p in known.items() if opening in first), [])
-        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
-        return Reply(content=plan[turn] if turn < len(plan) else listed_commands(request)[0])
-
-    return model
-
-
-def agent(url: str) -> dict[str, Any]:
-    harness = default_harness(TW.env_id).model_copy(update={"context": {"keep_turns": None, "token_budget": None}})
-    return {"base_url": url, "model": "scripted", "harness": harness.model_dump(mode="json"), "api_key_env": "OPENAI_API_KEY"}
 
 
 def force(monkeypatch: pytest.MonkeyPatch, winner: str) -> None:

@@ -41,9 +41,8 @@ from typing import Any
 import faulty_envs  # noqa: F401 - registers Crashy-v0
 import numpy as np
 import pytest
-from credit_cases import CREDITED, LAKE, rounds_of
+from credit_cases import CREDITED, LAKE, TW, agent, needs_textworld, rounds_of, walker
 from pydantic import ValidationError
-from test_default_attacks import TW, agent, needs_textworld, walker
 
 import envrigger.loop.credit as credit_module
 from envharness import HarnessSpec
