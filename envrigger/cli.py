@@ -603,6 +603,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "proposer_api_key_env": Flag(metavar="NAME"),
     "proposer_max_tokens": Flag(metavar="N"),
     "proposer_timeout": Flag(metavar="SECONDS"),
+    "proposer_format": Flag(),
 }
 """The loop settings ``envrigger run`` takes, each a :class:`LoopConfig` field: default, bounds and help are the field's."""
 

@@ -24,7 +24,7 @@ CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round,
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
-SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False}
+SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False, "proposer_format": "text"}
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
@@ -229,6 +229,12 @@ class LoopConfig(BaseModel):
     )
     proposer_timeout: float = Field(
         60.0, gt=0.0, le=3600.0, description="with --proposer llm|both: seconds one proposer call may take in all"
+    )
+    proposer_format: Literal["auto", "json_schema", "json_object", "text"] = Field(
+        "auto",
+        description="with --proposer llm|both: the response format asked for, the answer's JSON Schema: json_schema "
+        "(OpenAI's form; vLLM, Ollama, llama.cpp's llama-server), json_object with a schema (llama-cpp-python's server), "
+        "auto (those in turn, the next when the endpoint refuses one) or text (none; the answer is parsed the same)",
     )
 
     @field_validator("learner")

@@ -11,6 +11,14 @@ valid proposal that does not build on the env is ``incompatible``. What passes g
 through exactly the gates catalog proposals do; its provenance names the model and the
 prompt's hash.
 
+The call asks for the answer's own JSON Schema (:func:`answer_schema`: the findings as an
+enum, each transform's name and parameters) as the response format, so an endpoint that
+decodes under a schema (vLLM, Ollama, llama.cpp's servers, hosted APIs) can only answer in
+the form asked: with ``answer_format="auto"`` OpenAI's ``json_schema`` form first, then
+``json_object`` with a ``schema`` (llama-cpp-python's server), then none, each next one
+only when the endpoint refuses the last (counted as ``format_refused``). The schema
+constrains the form, never the checks: the answer is parsed exactly as without it.
+
 Every path from the model's answer is total: whatever the endpoint sends (no choices, no
 message, content that is not text, a body that is not JSON, an answer too long, NaN or
 Infinity, numbers too large, nesting too deep, parameters of the wrong type), the result
@@ -25,7 +33,7 @@ import json
 import os
 import re
 from functools import cache
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -113,6 +121,107 @@ def proposer_prompt(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> str:
     ]
     return render(PROMPT, env_id=base.env_id, kwargs=json.dumps(base.env_kwargs) if base.env_kwargs else "", findings=findings,
                   schemas=_schemas(base), n=n)  # fmt: skip
+
+
+ANSWER_FORMATS = ("auto", "json_schema", "json_object", "text")
+AnswerFormat = Literal["auto", "json_schema", "json_object", "text"]
+# What a decoding grammar needs of a parameter's schema; titles, descriptions and defaults are prose, and a large
+# maxItems/maxLength only makes the grammar huge (llama.cpp's server dies building one for 1,024 items): the parser
+# still enforces every bound, so the schema keeps only the small ones.
+_GRAMMAR_KEYS = frozenset({"type", "enum", "const", "minimum", "maximum", "items", "minItems", "maxItems", "properties", "required",
+                           "additionalProperties", "anyOf", "minLength", "maxLength", "minProperties", "maxProperties"})  # fmt: skip
+_SMALL_CAP = 8
+
+
+def _grammar_ready(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_grammar_ready(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: _grammar_ready(sub) for name, sub in value.items()}
+        elif key in _GRAMMAR_KEYS and not (key == "items" and value == {}):
+            if key in ("maxItems", "maxLength", "maxProperties") and value > _SMALL_CAP:
+                continue
+            out[key] = _grammar_ready(value)
+    return out
+
+
+def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[str, Any]:
+    """The JSON Schema of an answer the parser can accept: the prompt's findings, the catalog transforms it lists.
+
+    Sent as the call's response format, so an endpoint that decodes under a schema answers
+    in this form; bounds it leaves out (large caps) the parser still enforces.
+
+    Example:
+        >>> from envrigger.diagnose import Diagnosis, Finding
+        >>> d = Diagnosis(run="r", episodes=10, steps=50, failures=6, success_rate=0.4, success_ci=(0.1, 0.7), spec_hashes=[],
+        ...               policies=[], findings=[Finding(name="terminal_cause:hole", title="falls in a hole", episodes=6, total=10,
+        ...               rate=0.6, rate_ci=(0.3, 0.8), failures=6, severity=1.0)])
+        >>> proposal = answer_schema(d, HarnessSpec(env_id="FrozenLake-v1"))["properties"]["proposals"]["items"]
+        >>> proposal["properties"]["finding"]["enum"]
+        ['terminal_cause:hole']
+        >>> slip = [t for t in proposal["properties"]["transforms"]["items"]["anyOf"] if t["properties"]["name"]["const"] == "ActionSlip"]
+        >>> slip[0]["properties"]["params"]["properties"]["p"] == {"type": "number", "minimum": 0.0, "maximum": 1.0}
+        True
+    """
+    transforms = []
+    for name, text in _schemas(base):
+        params = _grammar_ready(json.loads(text))
+        transforms.append(
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": name},
+                    "params": {
+                        "type": "object",
+                        "properties": params["properties"],
+                        "required": params["required"],
+                        "additionalProperties": False,
+                    },
+                },
+                "required": ["name", "params"],
+                "additionalProperties": False,
+            }
+        )
+    names = [f.name for f in diagnosis.findings[:8]]
+    proposal = {
+        "type": "object",
+        "properties": {
+            "finding": {"enum": names} if names else {"type": "string"},
+            "transforms": {"type": "array", "minItems": 1, "maxItems": 4, "items": {"anyOf": transforms}},
+            "rationale": {"type": "string"},
+        },
+        "required": ["finding", "transforms", "rationale"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"proposals": {"type": "array", "minItems": 1, "maxItems": max(1, min(n, _SMALL_CAP)), "items": proposal}},
+        "required": ["proposals"],
+        "additionalProperties": False,
+    }
+
+
+def _response_format(form: str, schema: dict[str, Any]) -> dict[str, Any]:
+    if form == "json_schema":  # OpenAI's structured outputs; vLLM, Ollama and llama.cpp's llama-server read it too
+        return {"response_format": {"type": "json_schema", "json_schema": {"name": "reshapings", "schema": schema}}}
+    if form == "json_object":  # llama-cpp-python's server (and Anyscale's): JSON mode under the given schema
+        return {"response_format": {"type": "json_object", "schema": schema}}
+    return {}
+
+
+def _refused_format(error: Exception) -> bool:
+    """Whether an endpoint's error answer refuses the request's response format rather than the call.
+
+    A 400 or 422 is the request refused (a server that does not know the format); llama-cpp-python's
+    server answers an unknown ``response_format`` type with a 500 that names it. Anything else (no
+    answer, a key refused, a rate limit, another server error) is the endpoint failing.
+    """
+    status = getattr(error, "status_code", None)
+    return status in (400, 422) or (status == 500 and "response_format" in str(error))
 
 
 def parse_proposals(
@@ -224,36 +333,56 @@ def _strict(cls: type[BaseModel]) -> type[BaseModel]:
 
 
 def llm_propose(
-    diagnosis: Diagnosis, base: HarnessSpec, endpoint: Endpoint, n: int = 4, max_tokens: int = 2000
+    diagnosis: Diagnosis,
+    base: HarnessSpec,
+    endpoint: Endpoint,
+    n: int = 4,
+    max_tokens: int = 2000,
+    answer_format: AnswerFormat = "auto",
 ) -> tuple[list[Candidate], dict[str, int]]:
     """Ask the model once; its valid proposals as candidates, and the rejections counted (an endpoint error: ``endpoint``).
 
     ``max_tokens`` caps the answer: one cut short is not the JSON asked for, so it counts as ``invalid``.
+    ``answer_format`` is the response format asked for (module docstring): ``auto`` tries the
+    schema forms before none, each refusal counted as ``format_refused``; ``text`` asks for none.
 
     Nothing the endpoint sends makes this raise: a call that fails is ``endpoint``, an
     answer that is not the JSON asked for (whatever its shape) ``invalid``.
     """
     prompt = proposer_prompt(diagnosis, base, n)
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-    try:
-        response = endpoint.client().chat.completions.create(
-            model=endpoint.model,
-            messages=[
-                {"role": "system", "content": "You answer with JSON only."},
-                {"role": "user", "content": prompt},
-            ],
-            temperature=0.0,
-            seed=0,
-            max_tokens=max_tokens,
-        )
-    except Exception:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
-        return [], {"endpoint": 1}
+    forms = ("json_schema", "json_object", "text") if answer_format == "auto" else (answer_format,)
+    schema = answer_schema(diagnosis, base, n) if forms != ("text",) else {}
+    counts: dict[str, int] = {}
+    response = None
+    for form in forms:
+        try:
+            response = endpoint.client().chat.completions.create(
+                model=endpoint.model,
+                messages=[
+                    {"role": "system", "content": "You answer with JSON only."},
+                    {"role": "user", "content": prompt},
+                ],
+                temperature=0.0,
+                seed=0,
+                max_tokens=max_tokens,
+                **_response_format(form, schema),
+            )
+            break
+        except Exception as error:  # refused, unreachable, or a body the client cannot read (not JSON)
+            if form != forms[-1] and _refused_format(error):
+                counts["format_refused"] = counts.get("format_refused", 0) + 1  # ask again, in the next form
+                continue
+            return [], counts | {"endpoint": 1}
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     try:
-        return parse_proposals(content, diagnosis, base, endpoint.model, prompt_hash, n, secret=os.environ.get(endpoint.api_key_env))
+        candidates, rejected = parse_proposals(
+            content, diagnosis, base, endpoint.model, prompt_hash, n, secret=os.environ.get(endpoint.api_key_env)
+        )
     except Exception:  # parse_proposals refuses what it reads; this is the last guard of a run against an answer
-        return [], {"invalid": 1}
+        candidates, rejected = [], {"invalid": 1}
+    return candidates, counts | rejected
 
 
-__all__ = ["llm_propose", "parse_proposals", "proposer_prompt"]
+__all__ = ["ANSWER_FORMATS", "answer_schema", "llm_propose", "parse_proposals", "proposer_prompt"]

@@ -143,7 +143,14 @@ def rigger_round(
             api_key_env=config.proposer_api_key_env,
             timeout_s=config.proposer_timeout,
         )
-        proposals, refused = llm_propose(diagnosis, base, endpoint, n=config.candidates_per_round, max_tokens=config.proposer_max_tokens)
+        proposals, refused = llm_propose(
+            diagnosis,
+            base,
+            endpoint,
+            n=config.candidates_per_round,
+            max_tokens=config.proposer_max_tokens,
+            answer_format=config.proposer_format,
+        )
         rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
         log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
     solved = [

@@ -8,8 +8,9 @@ model calls and tokens, unusable replies are counted (never raised), no secret i
 and the run can be diagnosed. Driven: collect (text, two at a time, and tools on TextWorld; tools
 and text on CodeRepair), diagnose, the proxy, a ledger (init, eval, show) and the skills learner's round
 with the model inducing its lessons, and ``envrigger run`` of the model as the agent with the
-same model as the LLM proposer (its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON, this
-model rambles to the cap, 78 s a call here); every failure mode of a proposer is attacked
+same model as the LLM proposer (its answer capped by ``--proposer-max-tokens``: asked for up to 2,000 tokens of JSON in
+prose, this model rambles to the cap, 78 s a call here; asked under the answer's JSON Schema, which this server decodes
+under, it answers a proposal in seconds); every failure mode of a proposer is attacked
 with scripted models in tests/envrigger/loop/test_llm_proposer.py.
 """
 
@@ -189,6 +190,26 @@ def test_the_skills_learner_with_a_real_model_plays_induces_in_json_and_counts_w
     assert all(s.round == 1 and s.text.strip() for s in learner.skills)
     saved = learner.save(tmp_path / "arm")
     assert KEY not in saved.read_text() and SkillsLearner.load(tmp_path / "arm", spec.build()).skills == learner.skills
+
+
+def test_the_proposer_asks_a_real_server_for_its_schema_in_the_form_the_server_takes_and_gets_a_valid_proposal(llama, monkeypatch):
+    # llama-cpp-python's server refuses OpenAI's json_schema form (a 500 naming response_format)
+    # and takes json_object with a schema, which it decodes under: the 135M model that, asked for
+    # JSON in prose, echoes the prompt's template (counted invalid), answers a proposal that parses.
+    from envharness import HarnessSpec
+    from envrigger.agents import Endpoint
+    from envrigger.diagnose import Diagnosis, Finding
+    from envrigger.loop.llm_propose import llm_propose
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    hole = Finding(name="terminal_cause:hole", title="falls in a hole", episodes=6, total=10, rate=0.6, rate_ci=(0.3, 0.8), failures=6,
+                   severity=1.0)  # fmt: skip
+    diagnosis = Diagnosis(run="r", episodes=10, steps=80, failures=6, success_rate=0.4, success_ci=(0.1, 0.7), spec_hashes=[],
+                          policies=[], findings=[hole])  # fmt: skip
+    lake = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})
+    candidates, rejected = llm_propose(diagnosis, lake, Endpoint(llama, "smollm2", timeout_s=120), max_tokens=300)
+    assert rejected.get("format_refused") == 1 and "endpoint" not in rejected, rejected  # json_schema refused, json_object answered
+    assert candidates and all(c.origin == "llm" and c.finding == "terminal_cause:hole" for c in candidates), rejected
 
 
 def test_envrigger_run_of_a_real_model_agent_with_the_same_model_as_proposer_counts_every_answer(llama, tmp_path):

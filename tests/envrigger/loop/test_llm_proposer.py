@@ -82,7 +82,60 @@ def test_a_valid_proposal_records_its_provenance_and_the_prompt_shows_the_schema
 def test_an_endpoint_error_is_counted_not_raised():
     with ChatServer(lambda request: Reply(status=500)) as server:
         candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted", attempts=1))
+        assert len(server.bodies()) == 1  # a server error is the endpoint failing, not its refusal of the format: asked once
     assert candidates == [] and rejected == {"endpoint": 1}
+
+
+def form(body: dict[str, Any]) -> str:
+    return (body.get("response_format") or {}).get("type", "none")
+
+
+def test_the_call_asks_for_the_answers_own_json_schema():
+    candidates, rejected, bodies = ask(json.dumps({"proposals": [VALID]}))
+    assert rejected == {} and [c.added[0].name for c in candidates] == ["ActionSlip"]
+    (body,) = bodies
+    assert form(body) == "json_schema"  # OpenAI's structured outputs form, which vLLM, Ollama and llama-server read
+    schema = body["response_format"]["json_schema"]["schema"]
+    proposal = schema["properties"]["proposals"]["items"]
+    assert proposal["properties"]["finding"]["enum"] == ["terminal_cause:hole"]  # only a finding the diagnosis has
+    offered = {t["properties"]["name"]["const"]: t["properties"]["params"] for t in proposal["properties"]["transforms"]["items"]["anyOf"]}
+    assert "ActionSlip" in offered and "Chain" not in offered and "BlockTool" not in offered  # the prompt's transforms, no link
+    assert offered["ActionSlip"]["properties"]["p"] == {"type": "number", "minimum": 0.0, "maximum": 1.0}
+    assert offered["ActionSlip"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_an_endpoint_that_refuses_a_form_is_asked_in_the_next_and_the_refusals_are_counted(status):
+    def model(request: dict[str, Any]) -> Reply:
+        if form(request) in ("json_schema", "json_object"):  # a server that knows no response format
+            return Reply(status=status)
+        return Reply(content=json.dumps({"proposals": [VALID]}))
+
+    with ChatServer(model) as server:
+        candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"))
+        asked = [form(b) for b in server.bodies()]
+    assert asked == ["json_schema", "json_object", "none"] and rejected == {"format_refused": 2}
+    assert [c.added[0].name for c in candidates] == ["ActionSlip"]
+
+
+def test_a_form_named_is_the_only_one_asked_and_text_asks_for_none():
+    with ChatServer(
+        lambda request: Reply(status=400) if form(request) != "json_object" else Reply(content=json.dumps({"proposals": [VALID]}))
+    ) as server:
+        candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"), answer_format="json_object")
+        assert [form(b) for b in server.bodies()] == ["json_object"] and server.bodies()[0]["response_format"]["schema"]
+        assert len(candidates) == 1 and rejected == {}
+        assert llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"), answer_format="json_schema") == ([], {"endpoint": 1})
+        candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"), answer_format="text")
+        assert form(server.bodies()[-1]) == "none" and rejected == {"endpoint": 1}  # this server refuses an answer with no format
+
+
+def test_an_answer_in_the_schema_form_is_still_checked_as_any_answer():
+    # The schema leaves out the large caps (a grammar of 1,024 items kills llama.cpp's server) and
+    # a grammar may not enforce a number's bounds: the parser does, whatever form was asked for.
+    wide = {"finding": "terminal_cause:hole", "transforms": [{"name": "ActionSlip", "params": {"p": 3.0}}], "rationale": "x"}
+    candidates, rejected, bodies = ask(json.dumps({"proposals": [wide]}))
+    assert form(bodies[0]) == "json_schema" and candidates == [] and rejected == {"invalid": 1}
 
 
 def test_the_loop_validates_llm_proposals_through_the_gates(tmp_path):
