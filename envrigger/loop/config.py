@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
+from envrigger.agents.structured import AnswerFormat
 from envrigger.loop.learners import LEARNERS
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
@@ -230,7 +231,7 @@ class LoopConfig(BaseModel):
     proposer_timeout: float = Field(
         60.0, gt=0.0, le=3600.0, description="with --proposer llm|both: seconds one proposer call may take in all"
     )
-    proposer_format: Literal["auto", "json_schema", "json_object", "text"] = Field(
+    proposer_format: AnswerFormat = Field(
         "auto",
         description="with --proposer llm|both: the response format asked for, the answer's JSON Schema: json_schema "
         "(OpenAI's form; vLLM, Ollama, llama.cpp's llama-server), json_object with a schema (llama-cpp-python's server), "

@@ -12,12 +12,10 @@ through exactly the gates catalog proposals do; its provenance names the model a
 prompt's hash.
 
 The call asks for the answer's own JSON Schema (:func:`answer_schema`: the findings as an
-enum, each transform's name and parameters) as the response format, so an endpoint that
-decodes under a schema (vLLM, Ollama, llama.cpp's servers, hosted APIs) can only answer in
-the form asked: with ``answer_format="auto"`` OpenAI's ``json_schema`` form first, then
-``json_object`` with a ``schema`` (llama-cpp-python's server), then none, each next one
-only when the endpoint refuses the last (counted as ``format_refused``). The schema
-constrains the form, never the checks: the answer is parsed exactly as without it.
+enum, each transform's name and parameters) as the response format, in the form the
+endpoint takes (:mod:`envrigger.agents.structured`; each form refused is counted as
+``format_refused``). The schema constrains the form, never the checks: the answer is
+parsed exactly as without it.
 
 Every path from the model's answer is total: whatever the endpoint sends (no choices, no
 message, content that is not text, a body that is not JSON, an answer too long, NaN or
@@ -33,7 +31,7 @@ import json
 import os
 import re
 from functools import cache
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -42,6 +40,7 @@ from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
 from envrigger.agents.chat import Endpoint, reply_field, scrub
 from envrigger.agents.harness import render
+from envrigger.agents.structured import SMALL_CAP, AnswerFormat, NoAnswer, ask_json, grammar_ready
 from envrigger.diagnose import Diagnosis
 from envrigger.loop.propose import Candidate, offerable
 
@@ -123,32 +122,6 @@ def proposer_prompt(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> str:
                   schemas=_schemas(base), n=n)  # fmt: skip
 
 
-ANSWER_FORMATS = ("auto", "json_schema", "json_object", "text")
-AnswerFormat = Literal["auto", "json_schema", "json_object", "text"]
-# What a decoding grammar needs of a parameter's schema; titles, descriptions and defaults are prose, and a large
-# maxItems/maxLength only makes the grammar huge (llama.cpp's server dies building one for 1,024 items): the parser
-# still enforces every bound, so the schema keeps only the small ones.
-_GRAMMAR_KEYS = frozenset({"type", "enum", "const", "minimum", "maximum", "items", "minItems", "maxItems", "properties", "required",
-                           "additionalProperties", "anyOf", "minLength", "maxLength", "minProperties", "maxProperties"})  # fmt: skip
-_SMALL_CAP = 8
-
-
-def _grammar_ready(schema: Any) -> Any:
-    if isinstance(schema, list):
-        return [_grammar_ready(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for key, value in schema.items():
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _grammar_ready(sub) for name, sub in value.items()}
-        elif key in _GRAMMAR_KEYS and not (key == "items" and value == {}):
-            if key in ("maxItems", "maxLength", "maxProperties") and value > _SMALL_CAP:
-                continue
-            out[key] = _grammar_ready(value)
-    return out
-
-
 def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[str, Any]:
     """The JSON Schema of an answer the parser can accept: the prompt's findings, the catalog transforms it lists.
 
@@ -169,7 +142,7 @@ def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[s
     """
     transforms = []
     for name, text in _schemas(base):
-        params = _grammar_ready(json.loads(text))
+        params = grammar_ready(json.loads(text))
         transforms.append(
             {
                 "type": "object",
@@ -199,29 +172,10 @@ def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[s
     }
     return {
         "type": "object",
-        "properties": {"proposals": {"type": "array", "minItems": 1, "maxItems": max(1, min(n, _SMALL_CAP)), "items": proposal}},
+        "properties": {"proposals": {"type": "array", "minItems": 1, "maxItems": max(1, min(n, SMALL_CAP)), "items": proposal}},
         "required": ["proposals"],
         "additionalProperties": False,
     }
-
-
-def _response_format(form: str, schema: dict[str, Any]) -> dict[str, Any]:
-    if form == "json_schema":  # OpenAI's structured outputs; vLLM, Ollama and llama.cpp's llama-server read it too
-        return {"response_format": {"type": "json_schema", "json_schema": {"name": "reshapings", "schema": schema}}}
-    if form == "json_object":  # llama-cpp-python's server (and Anyscale's): JSON mode under the given schema
-        return {"response_format": {"type": "json_object", "schema": schema}}
-    return {}
-
-
-def _refused_format(error: Exception) -> bool:
-    """Whether an endpoint's error answer refuses the request's response format rather than the call.
-
-    A 400 or 422 is the request refused (a server that does not know the format); llama-cpp-python's
-    server answers an unknown ``response_format`` type with a 500 that names it. Anything else (no
-    answer, a key refused, a rate limit, another server error) is the endpoint failing.
-    """
-    status = getattr(error, "status_code", None)
-    return status in (400, 422) or (status == 500 and "response_format" in str(error))
 
 
 def parse_proposals(
@@ -351,29 +305,15 @@ def llm_propose(
     """
     prompt = proposer_prompt(diagnosis, base, n)
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
-    forms = ("json_schema", "json_object", "text") if answer_format == "auto" else (answer_format,)
-    schema = answer_schema(diagnosis, base, n) if forms != ("text",) else {}
-    counts: dict[str, int] = {}
-    response = None
-    for form in forms:
-        try:
-            response = endpoint.client().chat.completions.create(
-                model=endpoint.model,
-                messages=[
-                    {"role": "system", "content": "You answer with JSON only."},
-                    {"role": "user", "content": prompt},
-                ],
-                temperature=0.0,
-                seed=0,
-                max_tokens=max_tokens,
-                **_response_format(form, schema),
-            )
-            break
-        except Exception as error:  # refused, unreachable, or a body the client cannot read (not JSON)
-            if form != forms[-1] and _refused_format(error):
-                counts["format_refused"] = counts.get("format_refused", 0) + 1  # ask again, in the next form
-                continue
-            return [], counts | {"endpoint": 1}
+    messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": prompt}]
+    schema = answer_schema(diagnosis, base, n) if answer_format != "text" else {}
+    try:
+        response, refused = ask_json(endpoint, messages, schema, max_tokens=max_tokens, answer_format=answer_format, name="reshapings")
+    except NoAnswer as failed:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
+        return [], ({"format_refused": failed.refused} if failed.refused else {}) | {"endpoint": 1}
+    except Exception:  # the key's variable not set, or whatever else making the client raises: the call failed
+        return [], {"endpoint": 1}
+    counts = {"format_refused": refused} if refused else {}
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     try:
@@ -385,4 +325,4 @@ def llm_propose(
     return candidates, counts | rejected
 
 
-__all__ = ["ANSWER_FORMATS", "answer_schema", "llm_propose", "parse_proposals", "proposer_prompt"]
+__all__ = ["answer_schema", "llm_propose", "parse_proposals", "proposer_prompt"]

@@ -140,6 +140,26 @@ class _Answer(BaseModel):
     skills: list[_Lesson] = Field(max_length=20)
 
 
+ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "skills": {
+            "type": "array",
+            "maxItems": 8,
+            "items": {
+                "type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1}, "when": {"type": "string"}},
+                "required": ["text", "when"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["skills"],
+    "additionalProperties": False,
+}
+"""The answer's form, asked for as the response format; its lengths are checked by :func:`parse_skills`, not by the schema."""
+
+
 def induction_prompt(found: list[Trace], max_traces: int = 8, max_commands: int = 20) -> str:
     """The prompt :func:`induce_skills` sends: successes first, then failures, each task with its commands and outcome."""
     chosen = [t for t in found if t.success][: max_traces // 2]
@@ -158,8 +178,20 @@ def induction_prompt(found: list[Trace], max_traces: int = 8, max_commands: int 
     return "\n".join(parts)
 
 
+PLACEHOLDERS = ("one or two sentences", "the kind of task it applies to")  # the answer's form as the prompt shows it
+
+
+def _echo(text: str) -> bool:
+    """A lesson that teaches nothing: the prompt's placeholder given back, or under three words (a small model's "two sentences")."""
+    words = re.findall(r"[a-z0-9']+", text.lower())
+    return len(words) < 3 or " ".join(words) in PLACEHOLDERS
+
+
 def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Skill], dict[str, int]]:
     """A model's answer as skills, or none and the reason counted (``not_json``, ``invalid``); never raises.
+
+    A lesson that gives the prompt's placeholder back or has fewer than three words is dropped
+    and counted (``echo``): a small model under the answer's schema fills the form with them.
 
     Example:
         >>> parse_skills('{"skills": [{"text": "Read the task twice.", "when": "any task"}]}', "m", [3])[0][0].text
@@ -168,6 +200,8 @@ def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Sk
         ([], {'invalid': 1})
         >>> parse_skills(None, "m", [3])
         ([], {'not_json': 1})
+        >>> parse_skills('{"skills": [{"text": "one or two sentences", "when": ""}, {"text": "Two sentences.", "when": ""}]}', "m", [3])
+        ([], {'echo': 2})
     """
     if not isinstance(content, str):
         return [], {"not_json": 1}
@@ -182,8 +216,9 @@ def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Sk
         answer = _Answer.model_validate(data)
     except (ValidationError, RecursionError):
         return [], {"invalid": 1}
-    skills = [Skill(text=s.text, when=s.when, source="model", model=model, episodes=episodes[:50]) for s in answer.skills]
-    return skills, {}
+    kept = [s for s in answer.skills if not _echo(s.text)]
+    skills = [Skill(text=s.text, when=s.when, source="model", model=model, episodes=episodes[:50]) for s in kept]
+    return skills, ({"echo": len(answer.skills) - len(kept)} if len(kept) < len(answer.skills) else {})
 
 
 def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | None = None) -> tuple[list[Skill], dict[str, int]]:
@@ -196,26 +231,28 @@ def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | Non
     import openai  # the llm extra; an endpoint is only given where it is installed
 
     from envharness.errors import EnvHarnessError  # what Endpoint.client() raises (a key variable not set, an agent error)
+    from envrigger.agents.structured import NoAnswer, ask_json
 
+    messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": induction_prompt(found)}]
+    calls = 0
     try:
-        response = endpoint.client().chat.completions.create(
-            model=endpoint.model,
-            messages=[
-                {"role": "system", "content": "You answer with JSON only."},
-                {"role": "user", "content": induction_prompt(found)},
-            ],
-            temperature=0.0,
-            seed=0,
-            max_tokens=1500,
-        )
+        response, refused = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, name="skills")
+        calls = refused + 1
+        tokens = getattr(response, "usage", None)
         if usage is not None:
-            tokens = getattr(response, "usage", None)
-            usage["model_calls"] = usage.get("model_calls", 0) + 1
             usage["input_tokens"] = usage.get("input_tokens", 0) + int(getattr(tokens, "prompt_tokens", 0) or 0)
             usage["output_tokens"] = usage.get("output_tokens", 0) + int(getattr(tokens, "completion_tokens", 0) or 0)
         content = response.choices[0].message.content if response.choices else None
-    except (openai.APIError, EnvHarnessError):
+    except NoAnswer as failed:
+        calls = failed.refused + 1
+        if isinstance(failed.error, (AttributeError, TypeError, IndexError)):  # a reply the client parsed into the wrong shape
+            return [], {"invalid": 1}
+        if not isinstance(failed.error, (openai.APIError, EnvHarnessError)):
+            raise failed.error from None
         return [], {"endpoint": 1}
     except (AttributeError, TypeError, IndexError):  # a reply the client parsed into the wrong shape
         return [], {"invalid": 1}
+    finally:
+        if usage is not None and calls:
+            usage["model_calls"] = usage.get("model_calls", 0) + calls  # every request made, a refused form too
     return parse_skills(content, endpoint.model, [t.episode_id for t in found])

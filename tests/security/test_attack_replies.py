@@ -378,7 +378,9 @@ def test_rc8_every_reply_shape_is_a_counted_refusal_of_the_proposer(shape):
     with RawEndpoint(PROPOSER_SHAPES[shape]) as server, deadline(120):
         candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "m", attempts=1))
     assert candidates == [], shape
-    assert sum(rejected.values()) >= 1 and set(rejected) <= {"invalid", "endpoint"}, rejected
+    # a 400 refuses the request's response format: asked again in the next form, each refusal counted
+    assert sum(rejected.values()) >= 1 and set(rejected) <= {"invalid", "endpoint", "format_refused"}, rejected
+    assert rejected.get("format_refused", 0) == (2 if shape == "status_400" else 0), rejected
 
 
 @pytest.mark.parametrize(

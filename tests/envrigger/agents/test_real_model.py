@@ -187,6 +187,7 @@ def test_the_skills_learner_with_a_real_model_plays_induces_in_json_and_counts_w
     taken = learner.train(lambda: envharness.wrap(spec.env_id, **spec.env_kwargs), 2, seed=0)
     assert taken >= 2 and learner.rounds == 1
     assert sum(learner.refused.values()) + sum(s.source == "model" for s in learner.skills) >= 1  # the model was asked
+    assert not {"not_json", "endpoint"} & set(learner.refused), learner.refused  # asked under its schema, it answers JSON
     assert all(s.round == 1 and s.text.strip() for s in learner.skills)
     saved = learner.save(tmp_path / "arm")
     assert KEY not in saved.read_text() and SkillsLearner.load(tmp_path / "arm", spec.build()).skills == learner.skills

@@ -103,6 +103,7 @@ GOOD = json.dumps({"skills": [{"text": "Take the coin as soon as it is listed.",
         (json.dumps({"skills": [{"text": "ok"}] * 500}), {"invalid": 1}),
         ("[" * 100_000 + "]" * 100_000, {"not_json": 1}),
         ('{"skills": [{"text": "big", "when": "' + "9" * 5000 + '"}]}', {"invalid": 1}),
+        (json.dumps({"skills": [{"text": "One or two sentences.", "when": "the kind of task it applies to"}]}), {"echo": 1}),
     ],
 )
 def test_a_model_answers_skills_in_json_and_anything_else_is_counted_never_raised(monkeypatch, content, counted):
@@ -118,6 +119,27 @@ def test_a_model_answers_skills_in_json_and_anything_else_is_counted_never_raise
         ]
     else:
         assert skills == []
+
+
+def test_the_call_asks_for_the_answers_schema_in_the_form_the_endpoint_takes_and_counts_every_request(monkeypatch):
+    from envrigger.skills.induce import ANSWER_SCHEMA
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+    def model(request: dict[str, Any]) -> Reply:  # a server that knows only llama-cpp-python's form
+        kind = (request.get("response_format") or {}).get("type")
+        return Reply(content=GOOD) if kind == "json_object" else Reply(status=400)
+
+    usage: dict[str, int] = {}
+    with ChatServer(model) as server:
+        skills, refused = induce_skills(Endpoint(server.url, "scripted", attempts=1), [_trace()], usage=usage)
+        asked = [b.get("response_format") for b in server.bodies()]
+    assert asked == [
+        {"type": "json_schema", "json_schema": {"name": "skills", "schema": ANSWER_SCHEMA}},
+        {"type": "json_object", "schema": ANSWER_SCHEMA},
+    ]
+    assert refused == {} and [s.text for s in skills] == ["Take the coin as soon as it is listed."]
+    assert usage["model_calls"] == 2  # the refused request was made too
 
 
 def test_an_endpoint_that_fails_is_counted(monkeypatch):
