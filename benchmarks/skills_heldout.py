@@ -69,7 +69,7 @@ ENVS: dict[str, dict[str, Any]] = {
     },
 }
 USES = ("train", "collect", "validate", "select", "credit", "heldout")  # where an arm's model calls went
-COUNTS = ("model_calls", "input_tokens", "output_tokens")
+COUNTS = ("model_calls", "input_tokens", "output_tokens")  # envrigger.loop.evaluate.SPEND, named here for the report's columns
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -201,9 +201,9 @@ def level_ids(store_dir: Path) -> list[str]:
 
 def _store_counts(store_dir: Path) -> dict[str, int]:
     from envrigger.data import TrajectoryStore
+    from envrigger.loop.evaluate import spent_in
 
-    table = TrajectoryStore(store_dir).episodes_table(list(COUNTS))
-    return {k: int(sum(v or 0 for v in table.column(k).to_pylist())) for k in COUNTS}
+    return spent_in(TrajectoryStore(store_dir))
 
 
 def _use_of(relative: Path) -> tuple[str, str] | None:

@@ -19,6 +19,12 @@ from envrigger.stats import wilson
 SPEND = ("model_calls", "input_tokens", "output_tokens")  # an LLM agent's endpoint cost, as its learner's ``spent`` counts it
 
 
+def spent_in(store: Any) -> dict[str, int]:
+    """An LLM agent's endpoint cost over every episode of ``store`` (a :class:`~envrigger.data.TrajectoryStore`), by :data:`SPEND`."""
+    costs = store.episodes_table(list(SPEND))
+    return {k: int(sum(v or 0 for v in costs.column(k).to_pylist())) for k in SPEND}
+
+
 def evaluate(
     policy: Any,
     spec: HarnessSpec,
@@ -58,8 +64,7 @@ def evaluate(
 
     result["diversity"] = diversity(store)
     if spend:
-        costs = store.episodes_table(list(SPEND))
-        result["spent"] = {k: int(sum(v or 0 for v in costs.column(k).to_pylist())) for k in SPEND}
+        result["spent"] = spent_in(store)
     if by_seed:
         result["outcomes"] = dict(zip(table.column("seed").to_pylist(), success.tolist(), strict=True))
     if trained_on is not None:
