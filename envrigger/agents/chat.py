@@ -23,6 +23,7 @@ from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
 from envrigger.errors import AgentError, CallBudgetSpent, WallLimitReached
+from envrigger.structured import SECRET_MIN_CHARS, reply_field
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
 RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
@@ -91,9 +92,6 @@ class Endpoint:
             max_retries=0,
             http_client=deadline_client(self.timeout_s),
         )
-
-
-SECRET_MIN_CHARS = 8  # a shorter "key" (a local server's "local", "x") is no secret, and would mangle text
 
 
 def scrub(text: str, secret: str | None) -> str:
@@ -509,15 +507,6 @@ class _Unreadable:
     """A 200 whose body the client could not read as a chat completion."""
 
     why: str
-
-
-def reply_field(value: Any, name: str) -> Any:
-    """A field of what the endpoint sent: a model object's attribute or a dict's key, else None."""
-    if isinstance(value, dict):
-        return value.get(name)
-    if value is None or isinstance(value, (str, bytes, int, float, list, tuple)):
-        return None
-    return getattr(value, name, None)
 
 
 def _count(value: Any) -> int | None:

@@ -13,7 +13,7 @@ prompt's hash.
 
 The call asks for the answer's own JSON Schema (:func:`answer_schema`: the findings as an
 enum, each transform's name and parameters) as the response format, in the form the
-endpoint takes (:mod:`envrigger.agents.structured`; each form refused is counted as
+endpoint takes (:mod:`envrigger.structured`; each form refused is counted as
 ``format_refused``). The schema constrains the form, never the checks: the answer is
 parsed exactly as without it.
 
@@ -38,11 +38,11 @@ from pydantic import BaseModel, ConfigDict, create_model
 from envharness.errors import EnvHarnessError
 from envharness.spec import HarnessSpec, TransformSpec
 from envharness.transforms import CATALOG, TRANSFORMS, transform_from_spec
-from envrigger.agents.chat import Endpoint, reply_field, scrub
+from envrigger.agents.chat import SECRET_MIN_CHARS, Endpoint, reply_field, scrub
 from envrigger.agents.harness import render
-from envrigger.agents.structured import SMALL_CAP, AnswerFormat, NoAnswer, ask_json, grammar_ready
 from envrigger.diagnose import Diagnosis
 from envrigger.loop.propose import Candidate, offerable
+from envrigger.structured import ANSWER_FORMATS, SMALL_CAP, AnswerFormat, NoAnswer, ask_json, grammar_ready
 
 PROMPT = """You reshape a training environment so that an agent practises what it fails at.
 The environment is {{ env_id }}{% if kwargs %} with arguments {{ kwargs }}{% endif %}.
@@ -163,7 +163,7 @@ def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[s
     proposal = {
         "type": "object",
         "properties": {
-            "finding": {"enum": names} if names else {"type": "string"},
+            "finding": {"enum": names},
             "transforms": {"type": "array", "minItems": 1, "maxItems": 4, "items": {"anyOf": transforms}},
             "rationale": {"type": "string"},
         },
@@ -218,7 +218,10 @@ def parse_proposals(
     names = {f.name: f for f in diagnosis.findings}
     out: list[Candidate] = []
     seen = {base.hash()}
-    for proposal in proposals[: 2 * n]:
+    for proposal in proposals[: 2 * max(n, 0)]:
+        if _holds(proposal.get("transforms") if isinstance(proposal, dict) else None, secret):  # a spec cannot be scrubbed
+            reject("invalid")
+            continue
         try:
             finding, built, why = _read(proposal, names)
             candidate_spec = base.extended(*built)
@@ -250,6 +253,20 @@ def parse_proposals(
         if len(out) == n:
             break
     return out, rejected
+
+
+def _holds(proposal: Any, secret: str | None) -> bool:
+    """Whether ``proposal`` holds ``secret`` anywhere (a key of 8 characters or more; a shorter one is no secret).
+
+    The endpoint knows the key it was sent; a transform's parameters holding it would write it
+    to the run with the spec (a rationale is scrubbed instead).
+    """
+    if not secret or len(secret) < SECRET_MIN_CHARS:
+        return False
+    try:
+        return secret in json.dumps(proposal, ensure_ascii=False) or secret in json.dumps(proposal)
+    except (TypeError, ValueError, RecursionError):
+        return False  # not JSON data: _read refuses it
 
 
 def _not_a_number(word: str) -> Any:
@@ -301,8 +318,13 @@ def llm_propose(
     schema forms before none, each refusal counted as ``format_refused``; ``text`` asks for none.
 
     Nothing the endpoint sends makes this raise: a call that fails is ``endpoint``, an
-    answer that is not the JSON asked for (whatever its shape) ``invalid``.
+    answer that is not the JSON asked for (whatever its shape) ``invalid``, and so is a
+    proposal holding the API key. With no finding (or ``n`` below 1) nothing is asked.
     """
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format: got {answer_format!r}; use one of {', '.join(ANSWER_FORMATS)}")
+    if n < 1 or not diagnosis.findings:  # no proposal could be kept: nothing is asked
+        return [], {}
     prompt = proposer_prompt(diagnosis, base, n)
     prompt_hash = hashlib.sha256(prompt.encode()).hexdigest()[:16]
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": prompt}]

@@ -10,13 +10,16 @@ that is not exactly that is counted, never raised).
 from __future__ import annotations
 
 import json
+import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envrigger.skills.memory import MAX_SKILL_CHARS, MAX_WHEN_CHARS, Skill
+from envrigger.structured import SECRET_MIN_CHARS
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 
@@ -179,19 +182,33 @@ def induction_prompt(found: list[Trace], max_traces: int = 8, max_commands: int 
 
 
 PLACEHOLDERS = ("one or two sentences", "the kind of task it applies to")  # the answer's form as the prompt shows it
+_TEMPLATE_WORDS = frozenset({"text", "when", "skills"})  # the answer form's own keys, echoed with it
+# Scripts written without spaces between words: each character counts as a word.
+_UNSPACED = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f"
+_WORD = re.compile(f"[{_UNSPACED}]|[^\\W_{_UNSPACED}]+")
 
 
 def _echo(text: str) -> bool:
-    """A lesson that teaches nothing: the prompt's placeholder given back, or under three words (a small model's "two sentences")."""
-    words = re.findall(r"[a-z0-9']+", text.lower())
-    return len(words) < 3 or " ".join(words) in PLACEHOLDERS
+    """A lesson that teaches nothing: under three words once the prompt's placeholders are taken out (a small model's
+    "two sentences", the placeholder itself, the answer's template given back).
+
+    Example:
+        >>> _echo("One or two sentences."), _echo("Two sentences."), _echo("Open the door."), _echo("先拿钥匙再开门")
+        (True, True, False, False)
+    """
+    words = " ".join(_WORD.findall(unicodedata.normalize("NFKC", text).casefold()))
+    for placeholder in PLACEHOLDERS:
+        words = words.replace(placeholder, " ")
+    return len([w for w in words.split() if w not in _TEMPLATE_WORDS]) < 3
 
 
-def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Skill], dict[str, int]]:
+def parse_skills(content: Any, model: str, episodes: list[int], secret: str | None = None) -> tuple[list[Skill], dict[str, int]]:
     """A model's answer as skills, or none and the reason counted (``not_json``, ``invalid``); never raises.
 
     A lesson that gives the prompt's placeholder back or has fewer than three words is dropped
-    and counted (``echo``): a small model under the answer's schema fills the form with them.
+    and counted (``echo``): a small model under the answer's schema fills the form with them;
+    a ``when`` that is the placeholder is left blank. A lesson holding ``secret`` (the API
+    key, which the endpoint was sent) is dropped as ``invalid``: it would be stored.
 
     Example:
         >>> parse_skills('{"skills": [{"text": "Read the task twice.", "when": "any task"}]}', "m", [3])[0][0].text
@@ -216,9 +233,20 @@ def parse_skills(content: Any, model: str, episodes: list[int]) -> tuple[list[Sk
         answer = _Answer.model_validate(data)
     except (ValidationError, RecursionError):
         return [], {"invalid": 1}
-    kept = [s for s in answer.skills if not _echo(s.text)]
-    skills = [Skill(text=s.text, when=s.when, source="model", model=model, episodes=episodes[:50]) for s in kept]
-    return skills, ({"echo": len(answer.skills) - len(kept)} if len(kept) < len(answer.skills) else {})
+    counted: dict[str, int] = {}
+    skills = []
+    for lesson in answer.skills:
+        why = "invalid" if _holds(lesson, secret) else "echo" if _echo(lesson.text) else None
+        if why is not None:
+            counted[why] = counted.get(why, 0) + 1
+            continue
+        when = "" if _echo(lesson.when) and " ".join(_WORD.findall(lesson.when.casefold())) in PLACEHOLDERS else lesson.when
+        skills.append(Skill(text=lesson.text, when=when, source="model", model=model, episodes=episodes[:50]))
+    return skills, counted
+
+
+def _holds(lesson: _Lesson, secret: str | None) -> bool:
+    return secret is not None and len(secret) >= SECRET_MIN_CHARS and (secret in lesson.text or secret in lesson.when)
 
 
 def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | None = None) -> tuple[list[Skill], dict[str, int]]:
@@ -228,31 +256,30 @@ def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | Non
     """
     if not found:
         return [], {}
-    import openai  # the llm extra; an endpoint is only given where it is installed
-
-    from envharness.errors import EnvHarnessError  # what Endpoint.client() raises (a key variable not set, an agent error)
-    from envrigger.agents.structured import NoAnswer, ask_json
+    from envrigger.structured import NoAnswer, ask_json, reply_field, token_count
 
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": induction_prompt(found)}]
-    calls = 0
+    counted: dict[str, int] = {}
     try:
         response, refused = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, name="skills")
-        calls = refused + 1
-        tokens = getattr(response, "usage", None)
-        if usage is not None:
-            usage["input_tokens"] = usage.get("input_tokens", 0) + int(getattr(tokens, "prompt_tokens", 0) or 0)
-            usage["output_tokens"] = usage.get("output_tokens", 0) + int(getattr(tokens, "completion_tokens", 0) or 0)
-        content = response.choices[0].message.content if response.choices else None
-    except NoAnswer as failed:
-        calls = failed.refused + 1
-        if isinstance(failed.error, (AttributeError, TypeError, IndexError)):  # a reply the client parsed into the wrong shape
-            return [], {"invalid": 1}
-        if not isinstance(failed.error, (openai.APIError, EnvHarnessError)):
-            raise failed.error from None
+    except NoAnswer as failed:  # whatever the requests met (an error status, no answer, a body that is not JSON)
+        _spent(usage, failed.refused + 1)
+        return [], ({"format_refused": failed.refused} if failed.refused else {}) | {"endpoint": 1}
+    except Exception:  # the client could not be made (the key's variable not set): no request was made
         return [], {"endpoint": 1}
-    except (AttributeError, TypeError, IndexError):  # a reply the client parsed into the wrong shape
-        return [], {"invalid": 1}
-    finally:
-        if usage is not None and calls:
-            usage["model_calls"] = usage.get("model_calls", 0) + calls  # every request made, a refused form too
-    return parse_skills(content, endpoint.model, [t.episode_id for t in found])
+    if refused:
+        counted["format_refused"] = refused
+    tokens = reply_field(response, "usage")
+    _spent(usage, refused + 1, token_count(reply_field(tokens, "prompt_tokens")), token_count(reply_field(tokens, "completion_tokens")))
+    choices = reply_field(response, "choices")
+    content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
+    secret = os.environ.get(endpoint.api_key_env) if isinstance(getattr(endpoint, "api_key_env", None), str) else None
+    skills, why = parse_skills(content, endpoint.model, [t.episode_id for t in found], secret=secret)
+    return skills, counted | why
+
+
+def _spent(usage: dict[str, int] | None, calls: int, input_tokens: int = 0, output_tokens: int = 0) -> None:
+    """Add a call's cost to ``usage``: every request made (a refused form too), the tokens the answer reported."""
+    if usage is not None:
+        for key, value in (("model_calls", calls), ("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            usage[key] = usage.get(key, 0) + value

@@ -28,17 +28,14 @@ a hostile endpoint would send it.
 from __future__ import annotations
 
 import json
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 import pytest
 from gymnasium import spaces
+from hostile_http import Answer, RawEndpoint, deadline
 
 import envharness
 from envharness import HarnessSpec, SpecError
@@ -59,58 +56,6 @@ def api_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
 
 
-# -- a hostile endpoint ---------------------------------------------------------------------------------------------
-Answer = tuple[int, str, str, dict[str, str]]  # status, body, content type, headers
-
-
-class RawEndpoint:
-    """A Chat Completions endpoint on 127.0.0.1 that sends whatever bytes ``answer(request_body)`` says.
-
-    ``models`` is the raw body of ``GET /v1/models``. Every request body is kept.
-    """
-
-    def __init__(self, answer: Callable[[dict[str, Any]], Answer], models: str | None = None) -> None:
-        self.answer, self.requests = answer, list[dict[str, Any]]()
-        self.models = models or json.dumps({"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "t"}]})
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _out(self, status: int, body: str, ctype: str, headers: dict[str, str]) -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", ctype)
-                self.send_header("Content-Length", str(len(data)))
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._out(200, server.models, "application/json", {})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
-                server.requests.append(body)
-                self._out(*server.answer(body))
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> RawEndpoint:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 def body(text: str, status: int = 200, ctype: str = "application/json", **headers: str) -> Callable[[dict[str, Any]], Answer]:
     return lambda request: (status, text, ctype, headers)
 
@@ -129,26 +74,6 @@ def completion(message: Any = None, *, content: Any = "", usage: Any = None, **f
 def sse(*chunks: Any, done: bool = True) -> str:
     lines = [f"data: {c if isinstance(c, str) else json.dumps(c)}\n\n" for c in chunks]
     return "".join(lines) + ("data: [DONE]\n\n" if done else "")
-
-
-class Hung(Exception):
-    pass
-
-
-@contextmanager
-def deadline(seconds: float) -> Iterator[None]:
-    """A safety net, so that a regression fails instead of hanging the suite (main thread only)."""
-
-    def fire(*args: Any) -> None:
-        raise Hung(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, fire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # -- an env that lists its commands, as TextWorld does ---------------------------------------------------------------

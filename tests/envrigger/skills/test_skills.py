@@ -138,7 +138,7 @@ def test_the_call_asks_for_the_answers_schema_in_the_form_the_endpoint_takes_and
         {"type": "json_schema", "json_schema": {"name": "skills", "schema": ANSWER_SCHEMA}},
         {"type": "json_object", "schema": ANSWER_SCHEMA},
     ]
-    assert refused == {} and [s.text for s in skills] == ["Take the coin as soon as it is listed."]
+    assert refused == {"format_refused": 1} and [s.text for s in skills] == ["Take the coin as soon as it is listed."]
     assert usage["model_calls"] == 2  # the refused request was made too
 
 

@@ -21,17 +21,25 @@ callers' parsers still enforce.
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from typing import Any, Literal
 
 ANSWER_FORMATS = ("auto", "json_schema", "json_object", "text")
 AnswerFormat = Literal["auto", "json_schema", "json_object", "text"]
-_GRAMMAR_KEYS = frozenset({"type", "enum", "const", "minimum", "maximum", "items", "minItems", "maxItems", "properties", "required",
-                           "additionalProperties", "anyOf", "minLength", "maxLength", "minProperties", "maxProperties"})  # fmt: skip
-SMALL_CAP = 8  # a larger maxItems, maxLength or maxProperties is left to the parser
+_GRAMMAR_KEYS = frozenset({"type", "minimum", "maximum", "items", "properties", "required", "additionalProperties", "anyOf"})
+_SIZES = frozenset({"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties"})
+SMALL_CAP = 8  # a larger size bound is left to the parser
+MAX_DEPTH = 32  # nesting a decoding grammar is asked to follow
 
 
-def grammar_ready(schema: Any) -> Any:
-    """``schema`` with only what a decoding grammar needs: no titles, descriptions or defaults, no cap above :data:`SMALL_CAP`.
+def grammar_ready(schema: Any, _depth: int = 0) -> Any:
+    """``schema`` with only what a decoding grammar needs: no titles, descriptions or defaults, no size bound above :data:`SMALL_CAP`.
+
+    A size bound (``maxItems``, ``minLength`` ...) that is not a small whole number is left
+    out, however it is written (``1e9``, ``"1000"``): a large one makes a grammar too big to
+    build. ``enum`` and ``const`` values are data and kept as they are; below
+    :data:`MAX_DEPTH` levels anything goes.
 
     Example:
         >>> grammar_ready({"title": "P", "type": "array", "items": {}, "maxItems": 1024, "description": "ids"})
@@ -39,18 +47,23 @@ def grammar_ready(schema: Any) -> Any:
         >>> grammar_ready({"type": "object", "properties": {"title": {"type": "string", "maxLength": 4}}})
         {'type': 'object', 'properties': {'title': {'type': 'string', 'maxLength': 4}}}
     """
+    if _depth > MAX_DEPTH:
+        return {}
     if isinstance(schema, list):
-        return [grammar_ready(s) for s in schema]
+        return [grammar_ready(s, _depth + 1) for s in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "properties" and isinstance(value, dict):
-            out[key] = {name: grammar_ready(sub) for name, sub in value.items()}  # property names are data, not keywords
+            out[key] = {name: grammar_ready(sub, _depth + 1) for name, sub in value.items()}  # property names are data, not keywords
+        elif key in ("enum", "const"):
+            out[key] = value  # values, not schemas
+        elif key in _SIZES:
+            if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= SMALL_CAP:
+                out[key] = value
         elif key in _GRAMMAR_KEYS:
-            if key in ("maxItems", "maxLength", "maxProperties") and isinstance(value, int) and value > SMALL_CAP:
-                continue
-            kept = grammar_ready(value)
+            kept = grammar_ready(value, _depth + 1)
             if key == "items" and kept == {}:  # any item: the grammar's own default (an empty one breaks llama-cpp-python's)
                 continue
             out[key] = kept
@@ -74,9 +87,44 @@ def response_format(form: str, schema: dict[str, Any], name: str = "answer") -> 
 
 
 def refused_format(error: Exception) -> bool:
-    """Whether an endpoint's error answer refuses the request's response format, rather than the call failing."""
+    """Whether an endpoint's error answer refuses the request's response format, rather than the call failing.
+
+    A 400 or 422 is the request refused; llama-cpp-python's server answers an unknown
+    ``response_format`` type with a 500 that names it, in whatever body it sends.
+    """
     status = getattr(error, "status_code", None)
-    return status in (400, 422) or (status == 500 and "response_format" in str(error))
+    if status in (400, 422):
+        return True
+    if status != 500:
+        return False
+    response = getattr(error, "response", None)
+    try:
+        body = response.text[:20_000] if response is not None else ""
+    except Exception:  # a body that cannot be read as text names nothing
+        body = ""
+    return "response_format" in str(error)[:20_000] or "response_format" in body
+
+
+SECRET_MIN_CHARS = 8  # a shorter "key" (a local server's "local", "x") is no secret, and would mangle text
+
+
+def reply_field(value: Any, name: str) -> Any:
+    """A field of what the endpoint sent: a model object's attribute or a dict's key, else None."""
+    if isinstance(value, dict):
+        return value.get(name)
+    if value is None or isinstance(value, (str, bytes, int, float, list, tuple)):
+        return None
+    return getattr(value, name, None)
+
+
+def token_count(value: Any) -> int:
+    """A token count as an endpoint reported it, if it is one (a whole number from 0 to 2**53), else 0.
+
+    Example:
+        >>> token_count(12), token_count("many"), token_count(-5), token_count(1e400), token_count(True)
+        (12, 0, 0, 0, 0)
+    """
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53 else 0
 
 
 class NoAnswer(Exception):
@@ -98,14 +146,20 @@ def ask_json(
 ) -> tuple[Any, int]:
     """The endpoint's response to ``messages``, asked under ``schema``, and how many request forms it refused first.
 
-    :class:`NoAnswer` when no form was answered, with the last call's error and the refusals
-    before it (the callers count both).
+    ``endpoint.timeout_s`` bounds the whole call, every form asked included. Making the
+    client (the key's variable not set) raises as :meth:`Endpoint.client` does, before any
+    request; :class:`NoAnswer` when no form was answered, with the last request's error and
+    the refusals before it (the callers count both).
     """
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"answer_format: got {answer_format!r}; use one of {', '.join(ANSWER_FORMATS)}")
     forms = ("json_schema", "json_object", "text") if answer_format == "auto" else (answer_format,)
+    client = endpoint.client()  # raises before any request is made
+    deadline = time.monotonic() + endpoint.timeout_s
     refused = 0
     for form in forms:
         try:
-            response = endpoint.client().chat.completions.create(
+            response = client.chat.completions.create(
                 model=endpoint.model,
                 messages=messages,
                 temperature=0.0,
@@ -114,12 +168,27 @@ def ask_json(
                 **response_format(form, schema, name),
             )
         except Exception as error:
-            if form != forms[-1] and refused_format(error):
+            left = deadline - time.monotonic()
+            if form != forms[-1] and refused_format(error) and left > 0.5:
                 refused += 1
+                client = replace(endpoint, timeout_s=left).client()  # the next form gets what is left of the call's time
                 continue
             raise NoAnswer(error, refused) from error
         return response, refused
     raise AssertionError("unreachable: the last form returns or raises")
 
 
-__all__ = ["ANSWER_FORMATS", "SMALL_CAP", "AnswerFormat", "NoAnswer", "ask_json", "grammar_ready", "refused_format", "response_format"]
+__all__ = [
+    "ANSWER_FORMATS",
+    "MAX_DEPTH",
+    "SECRET_MIN_CHARS",
+    "SMALL_CAP",
+    "AnswerFormat",
+    "NoAnswer",
+    "ask_json",
+    "grammar_ready",
+    "refused_format",
+    "reply_field",
+    "response_format",
+    "token_count",
+]
