@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envrigger.skills.memory import MAX_SKILL_CHARS, MAX_WHEN_CHARS, Skill
-from envrigger.structured import SECRET_MIN_CHARS
+from envrigger.structured import SECRET_MIN_CHARS, AnswerFormat
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
 
@@ -202,12 +202,15 @@ def _echo(text: str) -> bool:
     return len([w for w in words.split() if w not in _TEMPLATE_WORDS]) < 3
 
 
-def parse_skills(content: Any, model: str, episodes: list[int], secret: str | None = None) -> tuple[list[Skill], dict[str, int]]:
+def parse_skills(
+    content: Any, model: str, episodes: list[int], secret: str | None = None, echoes: bool = False
+) -> tuple[list[Skill], dict[str, int]]:
     """A model's answer as skills, or none and the reason counted (``not_json``, ``invalid``); never raises.
 
     A lesson that gives the prompt's placeholder back or has fewer than three words is dropped
     and counted (``echo``): a small model under the answer's schema fills the form with them;
-    a ``when`` that is the placeholder is left blank. A lesson holding ``secret`` (the API
+    a ``when`` that is the placeholder is left blank (``echoes=True`` keeps them, as before the
+    filter). A lesson holding ``secret`` (the API
     key, which the endpoint was sent) is dropped as ``invalid``: it would be stored.
 
     Example:
@@ -236,11 +239,11 @@ def parse_skills(content: Any, model: str, episodes: list[int], secret: str | No
     counted: dict[str, int] = {}
     skills = []
     for lesson in answer.skills:
-        why = "invalid" if _holds(lesson, secret) else "echo" if _echo(lesson.text) else None
+        why = "invalid" if _holds(lesson, secret) else "echo" if not echoes and _echo(lesson.text) else None
         if why is not None:
             counted[why] = counted.get(why, 0) + 1
             continue
-        when = "" if _echo(lesson.when) and " ".join(_WORD.findall(lesson.when.casefold())) in PLACEHOLDERS else lesson.when
+        when = "" if not echoes and _echo(lesson.when) and " ".join(_WORD.findall(lesson.when.casefold())) in PLACEHOLDERS else lesson.when
         skills.append(Skill(text=lesson.text, when=when, source="model", model=model, episodes=episodes[:50]))
     return skills, counted
 
@@ -249,10 +252,14 @@ def _holds(lesson: _Lesson, secret: str | None) -> bool:
     return secret is not None and len(secret) >= SECRET_MIN_CHARS and (secret in lesson.text or secret in lesson.when)
 
 
-def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | None = None) -> tuple[list[Skill], dict[str, int]]:
+def induce_skills(
+    endpoint: Any, found: list[Trace], usage: dict[str, int] | None = None, answer_format: AnswerFormat = "auto"
+) -> tuple[list[Skill], dict[str, int]]:
     """Ask the model at ``endpoint`` (an :class:`~envrigger.agents.Endpoint`) for skills from ``found``; refusals counted, never raised.
 
     ``usage``, if given, gets what the call cost: ``model_calls`` and the tokens the endpoint reported.
+    ``answer_format`` is how the answer is asked for (:func:`envrigger.structured.ask_json`);
+    ``text`` asks in the prompt only and keeps every valid lesson (no echo filter), as before 2026-12-06.
     """
     if not found:
         return [], {}
@@ -261,7 +268,7 @@ def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | Non
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": induction_prompt(found)}]
     counted: dict[str, int] = {}
     try:
-        response, refused = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, name="skills")
+        response, refused = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, answer_format=answer_format, name="skills")
     except NoAnswer as failed:  # whatever the requests met (an error status, no answer, a body that is not JSON)
         _spent(usage, failed.refused + 1)
         return [], ({"format_refused": failed.refused} if failed.refused else {}) | {"endpoint": 1}
@@ -274,7 +281,7 @@ def induce_skills(endpoint: Any, found: list[Trace], usage: dict[str, int] | Non
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     secret = os.environ.get(endpoint.api_key_env) if isinstance(getattr(endpoint, "api_key_env", None), str) else None
-    skills, why = parse_skills(content, endpoint.model, [t.episode_id for t in found], secret=secret)
+    skills, why = parse_skills(content, endpoint.model, [t.episode_id for t in found], secret=secret, echoes=answer_format == "text")
     return skills, counted | why
 
 

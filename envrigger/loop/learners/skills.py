@@ -24,6 +24,7 @@ import gymnasium as gym
 from envharness.files import write_text_atomically
 from envrigger.skills import Skill, Trace, extract_skills
 from envrigger.skills.induce import induce_skills
+from envrigger.structured import ANSWER_FORMATS, AnswerFormat
 
 INDUCERS = ("extractor", "model")
 SPENT = ("model_calls", "input_tokens", "output_tokens", "induce_calls")  # induce_calls: included in model_calls
@@ -38,6 +39,9 @@ class SkillsLearner:
         agent: ``{"base_url", "model", "harness", "api_key_env", "timeout_s"}``, as ``--learner none`` takes.
         induce: ``extractor`` (deterministic rules) or ``model`` (the agent's own model, in JSON).
         max_skills: the memory's bound; the first lessons stay, later duplicates add their evidence.
+        induce_format: with ``induce="model"``, how the answer is asked for (:mod:`envrigger.structured`):
+            ``auto`` (its JSON Schema, in the form the server takes; echoed placeholders dropped) or
+            ``text`` (the prompt only, every valid lesson kept: how a learner saved before 2026-12-06 resumes).
 
     Example:
         >>> import envharness
@@ -52,7 +56,13 @@ class SkillsLearner:
     kind = "skills"
 
     def __init__(
-        self, env: gym.Env, seed: int = 0, agent: dict[str, Any] | None = None, induce: str = "extractor", max_skills: int = 50
+        self,
+        env: gym.Env,
+        seed: int = 0,
+        agent: dict[str, Any] | None = None,
+        induce: str = "extractor",
+        max_skills: int = 50,
+        induce_format: AnswerFormat = "auto",
     ) -> None:
         from envrigger.agents import text_view
 
@@ -60,8 +70,10 @@ class SkillsLearner:
             raise ValueError("--learner skills trains an LLM agent's skill memory: give --agent chat --base-url URL --model NAME")
         if induce not in INDUCERS:
             raise ValueError(f"skills: induce: got {induce!r}; use one of {', '.join(INDUCERS)}")
+        if induce_format not in ANSWER_FORMATS:
+            raise ValueError(f"skills: induce_format: got {induce_format!r}; use one of {', '.join(ANSWER_FORMATS)}")
         text_view(env)  # an env the agent can read, or a one-line refusal
-        self.agent, self.induce, self.max_skills = dict(agent), induce, int(max_skills)
+        self.agent, self.induce, self.max_skills, self.induce_format = dict(agent), induce, int(max_skills), induce_format
         self.skills: list[Skill] = []
         self.rounds = 0
         self.refused: dict[str, int] = {}  # the model's answers that were not skills, counted
@@ -123,7 +135,7 @@ class SkillsLearner:
         lessons = extract_skills(found)
         if self.induce == "model":
             usage: dict[str, int] = {}
-            induced, refused = induce_skills(self._endpoint(), found, usage=usage)
+            induced, refused = induce_skills(self._endpoint(), found, usage=usage, answer_format=self.induce_format)
             self.spent["induce_calls"] += usage.get("model_calls", 0)
             self._count([], usage)
             lessons = induced + lessons  # the model's own lessons first, the extractor's as a floor
@@ -157,6 +169,7 @@ class SkillsLearner:
         target.parent.mkdir(parents=True, exist_ok=True)
         state = {
             "agent": self.agent, "induce": self.induce, "max_skills": self.max_skills, "rounds": self.rounds,
+            "induce_format": self.induce_format,
             "refused": self.refused, "skills": [s.model_dump(mode="json") for s in self.skills], "spent": self.spent,
         }  # fmt: skip
         write_text_atomically(target, json.dumps(state, indent=2, sort_keys=True))
@@ -165,7 +178,13 @@ class SkillsLearner:
     @classmethod
     def load(cls, path: Path, env: gym.Env) -> SkillsLearner:
         state = json.loads(Path(str(path) + ".skills.json").read_text())
-        learner = cls(env, agent=state["agent"], induce=state["induce"], max_skills=state["max_skills"])
+        learner = cls(
+            env,
+            agent=state["agent"],
+            induce=state["induce"],
+            max_skills=state["max_skills"],
+            induce_format=state.get("induce_format", "text"),  # saved before the schema: it goes on as it started
+        )
         learner.rounds, learner.refused = int(state["rounds"]), dict(state["refused"])
         learner.skills = [Skill.model_validate(s) for s in state["skills"]]
         learner.spent.update({k: int(v) for k, v in state.get("spent", {}).items() if k in SPENT})  # older files: counted from here on

@@ -109,6 +109,33 @@ def test_a_model_inducing_lessons_counts_its_call_and_tokens_with_the_training_c
     assert learner.spent["output_tokens"] > 0
 
 
+def test_a_learner_saved_before_the_schema_resumes_asking_as_it_started_and_a_new_one_asks_under_it(tmp_path):
+    echo = {"text": "Two sentences.", "when": "the kind of task it applies to"}  # what a 135M model fills the form with
+
+    def teacher(request: dict[str, Any]) -> Reply:
+        if request["messages"][0]["content"] == "You answer with JSON only.":
+            return Reply(content=json.dumps({"skills": [echo, {"text": "Take the coin once you see it.", "when": "coin games"}]}))
+        return walker(walkthroughs())(request)
+
+    def inductions(server: ChatServer) -> list[Any]:
+        return [b.get("response_format") for b in server.bodies() if b["messages"][0]["content"] == "You answer with JSON only."]
+
+    with ChatServer(teacher) as server:
+        new = SkillsLearner(TW.build(), agent=agent(server.url), induce="model")
+        new.train(lambda: envharness.wrap(TW.env_id, **TW.env_kwargs), 4, seed=0)
+        saved = json.loads(new.save(tmp_path / "new").read_text())
+        old = {k: v for k, v in saved.items() if k != "induce_format"} | {"rounds": 0, "skills": [], "refused": {}}
+        (tmp_path / "old.skills.json").write_text(json.dumps(old))  # as a learner saved before 2026-12-06 is
+        resumed = SkillsLearner.load(tmp_path / "old", TW.build())
+        resumed.train(lambda: envharness.wrap(TW.env_id, **TW.env_kwargs), 4, seed=0)
+        asked = inductions(server)
+    assert saved["induce_format"] == "auto" and resumed.induce_format == "text"
+    assert asked[0]["type"] == "json_schema" and asked[1] is None  # the old one asks in the prompt only, as it did
+    assert [s.text for s in new.skills if s.source == "model"] == ["Take the coin once you see it."] and new.refused == {"echo": 1}
+    assert "Two sentences." in [s.text for s in resumed.skills] and resumed.refused == {}  # and keeps what it kept
+    assert SkillsLearner.load(tmp_path / "new", TW.build()).induce_format == "auto"
+
+
 def test_a_loop_with_the_skills_learner_trains_evaluates_and_keeps_its_lessons(tmp_path):
     with ChatServer(walker(walkthroughs())) as server:
         config = LoopConfig(
@@ -128,6 +155,8 @@ def test_the_skills_learner_needs_an_agent_and_a_known_inducer():
         make_learner("skills", env)
     with pytest.raises(ValueError, match="induce: got 'magic'; use one of extractor, model"):
         make_learner("skills", env, agent=agent("http://127.0.0.1:9/v1"), induce="magic")
+    with pytest.raises(ValueError, match="induce_format: got 'xml'; use one of auto, json_schema, json_object, text"):
+        make_learner("skills", env, agent=agent("http://127.0.0.1:9/v1"), induce="model", induce_format="xml")
 
 
 def test_run_with_the_skills_learner_and_no_agent_is_one_line(tmp_path, capsys):
