@@ -215,8 +215,10 @@ def test_the_proposer_asks_a_real_server_for_its_schema_in_the_form_the_server_t
 
 def test_envrigger_run_of_a_real_model_agent_with_the_same_model_as_proposer_counts_every_answer(llama, tmp_path):
     # The LLM-agent loop (--learner none --agent chat) on a text game, the model also proposing the
-    # reshapings, its answer capped (--proposer-max-tokens) so a rambling 135M model stops in
-    # seconds. Whatever it sends, the run ends with the held-out levels played once, each proposer
+    # reshapings in prose (--proposer-format text: under its schema this model's proposals are valid,
+    # and validating them with the agent's own rollouts took this test from 131 s to 315 s in CI, the
+    # schema path is the test above), its answer capped (--proposer-max-tokens) so a rambling 135M
+    # model stops in seconds. Whatever it sends, the run ends with the held-out levels played once, each proposer
     # answer is a valid proposal or a counted refusal, a kept one passed every gate, no key written.
     from envrigger.loop.library import Library
 
@@ -233,13 +235,13 @@ def test_envrigger_run_of_a_real_model_agent_with_the_same_model_as_proposer_cou
                      "--harness", str(files), "--arms", "rigger", "--rounds", "2", "--collect-episodes", "5",
                      "--val-episodes", "10", "--eval-episodes", "10", "--candidates", "1", "--proposer", "llm",
                      "--proposer-base-url", llama, "--proposer-model", "smollm2", "--proposer-max-tokens", "160",
-                     "--proposer-timeout", "120", "--backend", "serial", "--allow-seen-levels", "-o", str(run),
+                     "--proposer-timeout", "120", "--proposer-format", "text", "--backend", "serial", "--allow-seen-levels", "-o", str(run),
                      timeout=900)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     final = json.loads((run / "final.json").read_text())
     assert final["arms"]["rigger"]["heldout"]["episodes"] == 10 and final["arms"]["rigger"]["interaction"]["train"] == 0
     config = json.loads((run / "loop.json").read_text())
-    assert config["proposer_max_tokens"] == 160 and config["proposer_timeout"] == 120
+    assert config["proposer_max_tokens"] == 160 and config["proposer_timeout"] == 120 and config["proposer_format"] == "text"
     library = Library(run / "library.db")
     first = library.rounds()[0]
     answered = sum(count for why, count in first["rejected_by"].items() if why.startswith("llm_"))
