@@ -32,6 +32,13 @@ PLAN = [
 EPISODES = 48
 
 
+# The child starts as a user's shell starts it: Ctrl-C neither ignored nor blocked, whatever the test
+# runner's worker inherited (in the full suite, on 3 workers, both Ctrl-C tests met children that ignored it).
+CTRL_C_AS_A_SHELL_GIVES_IT = (
+    "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); signal.signal(signal.SIGINT, signal.default_int_handler); "
+)
+
+
 def model(request: dict[str, Any]) -> Reply:
     """The add task's fix, whatever the task (so most episodes fail): deterministic per conversation."""
     step = sum(1 for m in request["messages"] if m["role"] == "assistant")
@@ -39,7 +46,7 @@ def model(request: dict[str, Any]) -> Reply:
 
 
 def collect(url: str, out: Path) -> subprocess.Popen:
-    code = "import sys; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
+    code = CTRL_C_AS_A_SHELL_GIVES_IT + "import sys; from envrigger.cli import main; sys.argv = ['envrigger', *sys.argv[1:]]; main()"
     args = ["collect", "envharness/CodeRepair-v0", "--agent", "chat", "--base-url", url, "--model", "scripted",
             "-n", str(EPISODES), "--concurrency", "4", "--flush-steps", "1", "--backend", "serial", "-o", str(out)]  # fmt: skip
     env = {**os.environ, "OPENAI_API_KEY": "local"}
