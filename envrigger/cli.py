@@ -617,7 +617,8 @@ NOT_RUN_FLAGS: dict[str, str] = {
     "confidence": "validation statistics, as band",
     "min_rollouts": "validation statistics, as band",
     "max_rollouts": "validation statistics, as band",
-    "candidate_timeout_s": "validation's time budget per candidate, as band",
+    "candidate_max_steps": "validation's budget in env steps per candidate, as band",
+    "candidate_timeout_s": "validation's optional limit in seconds per candidate, as band",
     "credit_episodes": "credit's scoring budget: a benchmark's setting",
     "transfer_episodes": "the transfer gate's scoring budget: a benchmark's setting",
 }

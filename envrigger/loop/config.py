@@ -25,7 +25,14 @@ CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round,
 NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
-SAVED_BEFORE: dict[str, Any] = {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False, "proposer_format": "text"}
+SAVED_BEFORE: dict[str, Any] = {
+    "credit_chunks": 0,
+    "credit_baseline": "fork",
+    "step_in": False,
+    "proposer_format": "text",
+    "candidate_timeout_s": 300.0,
+    "candidate_max_steps": None,
+}
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
@@ -33,7 +40,18 @@ BAND = Field((0.2, 0.8), description="the learnability band: a candidate's succe
 CONFIDENCE = Field(0.9, gt=0.5, lt=1.0, description="confidence of the learnability gate's Wilson interval")
 MIN_ROLLOUTS = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
 MAX_ROLLOUTS = Field(80, ge=5, le=9_999, description="learnability rollouts at most; still undecided there is a refusal")
-TIMEOUT_S = Field(300.0, gt=0, description="seconds one candidate's validation may take before it is refused")
+MAX_STEPS = Field(
+    10_000_000,
+    ge=1,
+    description="env steps one candidate's validation may take (rollouts, reference play, replays, the gates' searches) "
+    "before it is refused; a budget in steps, so what is admitted does not depend on the machine's load (None: no limit)",
+)
+TIMEOUT_S = Field(
+    None,
+    gt=0,
+    description="seconds one candidate's validation may take before it is refused; off by default (None), because a "
+    "wall-clock limit makes what is admitted depend on the machine's load: the env-step budget bounds validation",
+)
 BACKEND = Field("process", description="rollout backend: serial, process or ray")
 WORKERS = Field(None, ge=1, description="rollout worker processes (default: all cores)")
 ROLLOUT_BATCH = Field(
@@ -85,7 +103,8 @@ class ValidationConfig(BaseModel):
     region_min_share: float = Field(0.25, ge=0.0, le=1.0, description="share of a feature-region candidate's levels inside the region")
     novelty_success_tol: float = Field(0.05, ge=0.0, le=1.0, description="success gap within which two envs behave alike")
     novelty_length_tol: float = Field(0.05, ge=0.0, le=1.0, description="relative mean-length gap within which two envs behave alike")
-    timeout_s: float = TIMEOUT_S
+    max_steps: int | None = MAX_STEPS
+    timeout_s: float | None = TIMEOUT_S
     backend: str = BACKEND
     workers: int | None = WORKERS
     batch: int = ROLLOUT_BATCH  # a policy that acts in batches plays this many episodes at once, in this process (see backend_for)
@@ -149,7 +168,8 @@ class LoopConfig(BaseModel):
     confidence: float = CONFIDENCE
     min_rollouts: int = MIN_ROLLOUTS
     max_rollouts: int = MAX_ROLLOUTS
-    candidate_timeout_s: float = TIMEOUT_S
+    candidate_max_steps: int | None = MAX_STEPS
+    candidate_timeout_s: float | None = TIMEOUT_S
     transfer_steps: int = Field(
         0,
         ge=0,
@@ -312,6 +332,7 @@ class LoopConfig(BaseModel):
             confidence=self.confidence,
             min_rollouts=self.min_rollouts,
             max_rollouts=max(self.max_rollouts, self.min_rollouts),
+            max_steps=self.candidate_max_steps,
             timeout_s=self.candidate_timeout_s,
             backend=self.backend,
             workers=self.workers,

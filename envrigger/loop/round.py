@@ -216,6 +216,7 @@ def rigger_round(
                 "origin": candidate.origin,
                 "passed": result.passed,
                 "error": result.error,
+                "env_steps": result.env_steps,
                 "gates": [{"gate": g.gate, "passed": g.passed, "detail": g.detail[:300]} for g in result.gates],
             }
         )

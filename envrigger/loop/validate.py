@@ -5,7 +5,8 @@ rollouts, caches, and the one fail-closed loop over the gates). The gates themse
 in :mod:`envrigger.loop.gates`, one module each: verifier integrity, solvability, no
 shortcut, learnability, targeting, novelty, and the opt-in transfer gate. They run in order
 and stop at the first failure. Fail closed: an exception, a blown time budget, an
-inconclusive statistic or a gate left undecided rejects. :class:`ValidationConfig` (every
+inconclusive statistic or a gate left undecided rejects; so does a validation past its budget in env
+steps (``max_steps``), which decides alike on any machine, or past ``timeout_s`` seconds when one is set. :class:`ValidationConfig` (every
 threshold and budget) lives in :mod:`envrigger.loop.config`.
 """
 
@@ -41,6 +42,7 @@ class Validation(BaseModel):
     seeds: list[int]
     rollouts: int
     wall_time: float
+    env_steps: int = 0  # validation's env steps (rollouts, reference play, replays, the gates' searches); the budget's measure
     error: str | None = None
 
 
@@ -206,8 +208,14 @@ class Validator:
         name: a gate left undecided that no later gate decided refuses it (fail closed).
         """
         context = GateContext(candidate=candidate, validator=self, admitted=list(admitted), round=self.round, index=index)
-        searched, inside_rollouts = steps_taken(), self._rollout_searches
+        searched, inside_rollouts, before = steps_taken(), self._rollout_searches, self.env_steps
         charged = False
+
+        def spent() -> int:  # env steps so far: charged ones, and the gates' searches not charged yet
+            pending = 0 if charged else steps_taken() - searched - (self._rollout_searches - inside_rollouts)
+            return self.env_steps - before + pending
+
+        context.spent = spent
         results: list[GateResult] = []
         required: set[str] = set()
         error = None
@@ -220,7 +228,7 @@ class Validator:
                     self._searched(searched, inside_rollouts)
                     charged = True
                 if gate.timed:
-                    context.check_time()
+                    context.check_budget()
                 result = gate.run(context, self._seeds(gate, seeds))
                 if result is None:
                     continue
@@ -244,5 +252,6 @@ class Validator:
             seeds=list(seeds),
             rollouts=rollouts,
             wall_time=time.perf_counter() - context.started,
+            env_steps=self.env_steps - before,
             error=error,
         )

@@ -96,12 +96,19 @@ class GateContext:
     round: RoundContext | None = None
     index: int = 0  # the candidate's place in its round (the transfer gate's seeds depend on it)
     notes: dict[str, Any] = field(default_factory=dict)
+    spent: Callable[[], int] = lambda: 0  # env steps this validation has taken so far (the validator sets it)
 
-    def check_time(self) -> None:
-        """Refuse the candidate once validation has taken longer than the config's ``timeout_s``."""
-        limit = self.validator.config.timeout_s
-        if time.perf_counter() - self.started > limit:
-            raise Rejected(f"timeout: validation took longer than {limit:.0f} s")
+    def check_budget(self) -> None:
+        """Refuse the candidate once validation has taken more env steps than ``max_steps``, or longer than ``timeout_s`` when set.
+
+        The step budget is checked first and decides alike on any machine; the wall-clock
+        limit (off by default) is for a user who prefers a bound in seconds to reproducibility.
+        """
+        config = self.validator.config
+        if config.max_steps is not None and (steps := self.spent()) > config.max_steps:
+            raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({config.max_steps:,})")
+        if config.timeout_s is not None and time.perf_counter() - self.started > config.timeout_s:
+            raise Rejected(f"timeout: validation took longer than {config.timeout_s:.0f} s (candidate_timeout_s)")
 
 
 class Gate:
@@ -113,7 +120,7 @@ class Gate:
         order: where it runs; lower first (the stock gates use 10, 20, ... 80).
         seeds: which validation seeds :meth:`run` gets: the first ``reference_rollouts``
             (``"reference"``), the first ``min_rollouts`` (``"first"``) or all (``"all"``).
-        timed: check the validation time budget before it runs.
+        timed: check the validation budget (:meth:`GateContext.check_budget`) before it runs.
         own_budget: its env steps are not validation's (the transfer gate counts its own).
     """
 

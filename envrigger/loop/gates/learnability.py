@@ -29,7 +29,7 @@ def agent_rollouts(context: GateContext, seeds: list[int]) -> TrajectoryStore:
     lo_band, hi_band = config.band
     n, done = config.min_rollouts, 0
     while True:
-        context.check_time()
+        context.check_budget()
         store = validator.run_agent(context.candidate.spec, seeds[done:n], f"candidate-{context.candidate.hash}")
         done = n
         wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))
