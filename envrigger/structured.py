@@ -157,25 +157,29 @@ def ask_json(
     client = endpoint.client()  # raises before any request is made
     deadline = time.monotonic() + endpoint.timeout_s
     refused = 0
-    for form in forms:
-        try:
-            response = client.chat.completions.create(
-                model=endpoint.model,
-                messages=messages,
-                temperature=0.0,
-                seed=0,
-                max_tokens=max_tokens,
-                **response_format(form, schema, name),
-            )
-        except Exception as error:
-            left = deadline - time.monotonic()
-            if form != forms[-1] and refused_format(error) and left > 0.5:
-                refused += 1
-                client = replace(endpoint, timeout_s=left).client()  # the next form gets what is left of the call's time
-                continue
-            raise NoAnswer(error, refused) from error
-        return response, refused
-    raise AssertionError("unreachable: the last form returns or raises")
+    try:
+        for form in forms:
+            try:
+                response = client.chat.completions.create(
+                    model=endpoint.model,
+                    messages=messages,
+                    temperature=0.0,
+                    seed=0,
+                    max_tokens=max_tokens,
+                    **response_format(form, schema, name),
+                )
+            except Exception as error:
+                left = deadline - time.monotonic()
+                if form != forms[-1] and refused_format(error) and left > 0.5:
+                    refused += 1
+                    client.close()
+                    client = replace(endpoint, timeout_s=left).client()  # the next form gets what is left of the call's time
+                    continue
+                raise NoAnswer(error, refused) from error
+            return response, refused
+        raise AssertionError("unreachable: the last form returns or raises")
+    finally:
+        client.close()  # its connections now, not whenever the garbage collector finds them
 
 
 __all__ = [

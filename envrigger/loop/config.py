@@ -34,6 +34,11 @@ SAVED_BEFORE: dict[str, Any] = {
     "candidate_max_steps": None,
 }
 
+LEARNER_WRITTEN: dict[str, dict[str, Any]] = {"skills": {"induce_format": "auto"}}
+"""A learner's settings written into a new run's ``learner_params`` when not given, so the run resumes with them."""
+LEARNER_SAVED_BEFORE: dict[str, dict[str, Any]] = {"skills": {"induce_format": "text"}}
+"""What a run saved before :data:`LEARNER_WRITTEN` held a setting went on with (its fresh learners too: added seeds)."""
+
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
 BAND = Field((0.2, 0.8), description="the learnability band: a candidate's success interval must lie inside it")
@@ -295,6 +300,13 @@ class LoopConfig(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _learner_settings_written(self) -> LoopConfig:
+        written = LEARNER_WRITTEN.get(self.learner, {})
+        if any(name not in self.learner_params for name in written):
+            self.learner_params = {**written, **self.learner_params}
+        return self
+
+    @model_validator(mode="after")
     def _proposer_has_an_endpoint(self) -> LoopConfig:
         if self.proposer != "catalog" and not (self.proposer_base_url and self.proposer_model):
             raise ValueError(f"--proposer {self.proposer} needs --proposer-base-url URL and --proposer-model NAME")
@@ -313,6 +325,9 @@ class LoopConfig(BaseModel):
             ('fork', False, 'shadow')
         """
         fields = json.loads(data) if isinstance(data, str) else dict(data)
+        before = LEARNER_SAVED_BEFORE.get(str(fields.get("learner")), {})
+        if before and isinstance(fields.get("learner_params", {}), dict):
+            fields["learner_params"] = {**before, **fields.get("learner_params", {})}
         try:
             return cls.model_validate({**SAVED_BEFORE, **fields})
         except ValidationError as error:

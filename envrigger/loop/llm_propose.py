@@ -122,6 +122,11 @@ def proposer_prompt(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> str:
                   schemas=_schemas(base), n=n)  # fmt: skip
 
 
+def _at_most(n: int) -> dict[str, int]:
+    """The proposals' ``maxItems``: ``n`` when a grammar holds it cheaply, else none (the parser keeps the first ``n``)."""
+    return {"maxItems": max(1, n)} if n <= SMALL_CAP else {}
+
+
 def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[str, Any]:
     """The JSON Schema of an answer the parser can accept: the prompt's findings, the catalog transforms it lists.
 
@@ -172,7 +177,7 @@ def answer_schema(diagnosis: Diagnosis, base: HarnessSpec, n: int = 4) -> dict[s
     }
     return {
         "type": "object",
-        "properties": {"proposals": {"type": "array", "minItems": 1, "maxItems": max(1, min(n, SMALL_CAP)), "items": proposal}},
+        "properties": {"proposals": {"type": "array", "minItems": 1, **_at_most(n), "items": proposal}},
         "required": ["proposals"],
         "additionalProperties": False,
     }

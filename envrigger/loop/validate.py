@@ -239,6 +239,11 @@ class Validator:
             error = str(reason)
         except Exception as exc:  # fail closed: anything unexpected rejects the candidate
             error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        if error is None:
+            try:  # what the last gates took counts too: a validation past its budget is refused, whichever gate took it there
+                context.check_budget(clock=False)
+            except Rejected as reason:
+                error = str(reason)
         if not charged:
             self._searched(searched, inside_rollouts)
         order = {gate.result_name(): place for place, gate in reversed(list(enumerate(self.gates)))}

@@ -43,7 +43,13 @@ def test_every_loop_setting_is_an_option_or_says_why_not():
 
 def test_the_validators_and_the_loops_shared_settings_agree():
     shared = {"band": "band", "confidence": "confidence", "min_rollouts": "min_rollouts", "max_rollouts": "max_rollouts"}
-    shared |= {"timeout_s": "candidate_timeout_s", "max_steps": "candidate_max_steps", "backend": "backend", "workers": "workers", "batch": "rollout_batch"}
+    shared |= {
+        "timeout_s": "candidate_timeout_s",
+        "max_steps": "candidate_max_steps",
+        "backend": "backend",
+        "workers": "workers",
+        "batch": "rollout_batch",
+    }
     for mine, loops in shared.items():
         assert ValidationConfig.model_fields[mine].default == LoopConfig.model_fields[loops].default, mine
         assert ValidationConfig.model_fields[mine].metadata == LoopConfig.model_fields[loops].metadata, mine

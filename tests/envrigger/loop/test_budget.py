@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from loop_cases import LAKE, NEAR, SEEDS, candidate
 
 from envharness import HarnessSpec
 from envharness.adapters.minigrid_search import steps_taken
 from envrigger.loop.config import LoopConfig, ValidationConfig
+from envrigger.loop.gates import GATES, Gate, GateContext, GateResult, Rejected, register_gate
 from envrigger.loop.gates import base as gates_base
 from envrigger.loop.validate import Validator
-from envrigger.policies import RandomPolicy
+from envrigger.policies import RandomPolicy, reference_policy
 
 CORRIDOR = HarnessSpec(env_id="MiniGrid-KeyCorridorS3R2-v0")
 CORRIDOR_SEEDS = list(range(3_000_000, 3_000_008))
@@ -87,3 +89,38 @@ def test_a_run_saved_before_the_step_budget_resumes_with_the_clock_it_started_wi
     new = LoopConfig(spec=HarnessSpec(env_id="FrozenLake-v1"))
     assert (new.candidate_max_steps, new.candidate_timeout_s) == (10_000_000, None)
     assert (new.validation().max_steps, new.validation().timeout_s) == (10_000_000, None)
+
+
+def test_steps_a_last_gate_takes_past_the_budget_refuse_the_candidate_too(tmp_path):
+    """No check runs after the last gate's own: the validation's total is compared once more at the end."""
+
+    @register_gate
+    class PlaysLast(Gate):
+        """Plays ten episodes of the reference solver on the candidate, after every stock gate."""
+
+        name, order = "plays_last_example", 99
+
+        def run(self, context, seeds):
+            env = context.candidate.spec.build()
+            solver = reference_policy(env)
+            for seed in seeds[:10]:
+                context.validator.play(env, solver, seed)
+            env.close()
+            return GateResult(gate=self.name, passed=True)
+
+    try:
+        whole = lake_validator(tmp_path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+        short = lake_validator(tmp_path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
+        result = short.validate(candidate(NEAR), SEEDS)
+    finally:
+        del GATES["plays_last_example"]
+    assert whole.passed and [g.gate for g in whole.gates][-1] == "plays_last_example"
+    assert [g.gate for g in result.gates] == [g.gate for g in whole.gates] and all(g.passed for g in result.gates)
+    assert not result.passed and result.error is not None and result.error.startswith("budget")
+
+
+def test_a_gate_written_for_the_old_name_still_checks_the_budget(tmp_path):
+    validator = lake_validator(tmp_path / "v", max_steps=1)
+    context = GateContext(candidate=candidate(NEAR), validator=validator, spent=lambda: 2)
+    with pytest.raises(Rejected, match="budget"):
+        context.check_time()

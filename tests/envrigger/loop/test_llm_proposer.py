@@ -130,6 +130,23 @@ def test_a_form_named_is_the_only_one_asked_and_text_asks_for_none():
         assert form(server.bodies()[-1]) == "none" and rejected == {"endpoint": 1}  # this server refuses an answer with no format
 
 
+def test_a_schema_allows_as_many_proposals_as_the_parser_keeps_so_every_form_yields_alike():
+    many = [{**VALID, "transforms": [{"name": "ActionSlip", "params": {"p": round(0.05 * k, 2)}}]} for k in range(1, 13)]
+    yielded = {}
+    for form in ("json_schema", "text"):
+        with ChatServer(lambda request: Reply(content=json.dumps({"proposals": many}))) as server:
+            candidates, _ = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"), n=20, answer_format=form)
+            schema = (server.bodies()[0].get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        yielded[form] = len(candidates)
+        if form == "json_schema":
+            assert "maxItems" not in schema["properties"]["proposals"]  # 20 is the parser's cap; a grammar of 20 is not asked for
+    assert yielded == {"json_schema": 12, "text": 12}
+    with ChatServer(lambda request: Reply(content=json.dumps({"proposals": many}))) as server:
+        candidates, _ = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted"), n=3, answer_format="json_schema")
+        assert server.bodies()[0]["response_format"]["json_schema"]["schema"]["properties"]["proposals"]["maxItems"] == 3
+    assert len(candidates) == 3
+
+
 def test_an_answer_in_the_schema_form_is_still_checked_as_any_answer():
     # The schema leaves out the large caps (a grammar of 1,024 items kills llama.cpp's server) and
     # a grammar may not enforce a number's bounds: the parser does, whatever form was asked for.

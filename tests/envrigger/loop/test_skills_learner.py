@@ -166,3 +166,18 @@ def test_run_with_the_skills_learner_and_no_agent_is_one_line(tmp_path, capsys):
     assert run_cli(app, ["run", "envharness/TextWorld-v0", "--learner", "skills", "-o", str(tmp_path / "run")], "envrigger") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "skills (its skill memory) and --agent chat go together" in err[0] and not (tmp_path / "run").exists()
+
+
+def test_a_run_started_before_the_schema_builds_its_fresh_learners_asking_as_it_started():
+    """Added master seeds and a run with no finished round build learners from loop.json, not from a checkpoint."""
+    params = {"agent": agent("http://127.0.0.1:9/v1"), "induce": "model"}
+    new = LoopConfig(spec=TW, learner="skills", learner_params=params)
+    assert new.learner_params["induce_format"] == "auto"  # written into the run, so it resumes with it
+    old = json.loads(new.model_dump_json())
+    del old["learner_params"]["induce_format"]  # loop.json as a run saved before 2026-12-06 has it
+    resumed = LoopConfig.saved(old)
+    assert resumed.learner_params["induce_format"] == "text"
+    assert make_learner("skills", TW.build(), **resumed.learner_params).induce_format == "text"
+    assert LoopConfig.saved(json.loads(new.model_dump_json())).learner_params["induce_format"] == "auto"
+    chosen = LoopConfig(spec=TW, learner="skills", learner_params={**params, "induce_format": "json_object"})
+    assert LoopConfig.saved(json.loads(chosen.model_dump_json())).learner_params["induce_format"] == "json_object"
