@@ -13,6 +13,9 @@ that form. Endpoints take it in different forms:
 
 ``auto`` asks in that order, the next form only when the endpoint refuses the request (a
 400 or 422, or a 500 naming ``response_format``); any other failure is the endpoint's.
+A rate limit, a server error, a timeout or a dropped connection is asked again in the same
+form, as the chat agent does (``Endpoint.attempts`` in all, ``Retry-After`` honoured),
+within the call's one deadline.
 A schema constrains the form, never the checks: callers parse the answer as they would
 one in prose. :func:`grammar_ready` keeps what a decoding grammar needs and drops large
 caps (llama.cpp's server dies building a grammar for a 1,024-item list), which the
@@ -21,15 +24,17 @@ callers' parsers still enforce.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 ANSWER_FORMATS = ("auto", "json_schema", "json_object", "text")
 AnswerFormat = Literal["auto", "json_schema", "json_object", "text"]
 _GRAMMAR_KEYS = frozenset({"type", "minimum", "maximum", "items", "properties", "required", "additionalProperties", "anyOf"})
 _SIZES = frozenset({"minItems", "maxItems", "minLength", "maxLength", "minProperties", "maxProperties"})
 SMALL_CAP = 8  # a larger size bound is left to the parser
+RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)  # statuses asked again: the endpoint is busy or failing, not refusing
 MAX_DEPTH = 32  # nesting a decoding grammar is asked to follow
 
 
@@ -127,12 +132,37 @@ def token_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**53 else 0
 
 
-class NoAnswer(Exception):
-    """No form asked was answered: ``error`` is the last call's error, ``refused`` the forms refused before it."""
+def retry_after(error: Any, default: float) -> float:
+    """Seconds to wait before asking again: the response's ``Retry-After`` when it is a number (at most 30), else ``default``."""
+    response = getattr(error, "response", None)
+    header = response.headers.get("retry-after") if response is not None else None
+    try:
+        seconds = float(header) if header is not None else default
+    except (ValueError, TypeError):
+        return default
+    return min(max(seconds, 0.0), 30.0) if math.isfinite(seconds) else default
 
-    def __init__(self, error: Exception, refused: int) -> None:
+
+class NoAnswer(Exception):
+    """No form asked was answered: ``error`` is the last request's error, ``refused`` the forms refused, ``requests`` all made."""
+
+    def __init__(self, error: Exception, refused: int, requests: int | None = None) -> None:
         super().__init__(f"no answer after {refused} response formats refused: {type(error).__name__}")
         self.error, self.refused = error, refused
+        self.requests = refused + 1 if requests is None else requests
+
+
+class Asked(NamedTuple):
+    """What :func:`ask_json` got: the endpoint's ``response``, the forms it ``refused`` first, the ``requests`` made in all."""
+
+    response: Any
+    refused: int
+    requests: int
+
+    @property
+    def retried(self) -> int:
+        """Requests asked again after a rate limit, a server error or a timeout."""
+        return self.requests - self.refused - 1
 
 
 def ask_json(
@@ -143,22 +173,30 @@ def ask_json(
     max_tokens: int,
     answer_format: AnswerFormat = "auto",
     name: str = "answer",
-) -> tuple[Any, int]:
-    """The endpoint's response to ``messages``, asked under ``schema``, and how many request forms it refused first.
+) -> Asked:
+    """The endpoint's response to ``messages``, asked under ``schema``, with the forms it refused first and the requests made.
 
-    ``endpoint.timeout_s`` bounds the whole call, every form asked included. Making the
-    client (the key's variable not set) raises as :meth:`Endpoint.client` does, before any
-    request; :class:`NoAnswer` when no form was answered, with the last request's error and
-    the refusals before it (the callers count both).
+    ``endpoint.timeout_s`` bounds the whole call, every form and every retry included. A
+    rate limit, a server error (one that does not name ``response_format``), a timeout or a
+    dropped connection is asked again in the same form, ``endpoint.attempts`` requests at
+    most, after ``Retry-After`` or a doubling wait, only while the deadline leaves time.
+    Making the client (the key's variable not set) raises as :meth:`Endpoint.client` does,
+    before any request; :class:`NoAnswer` when no form was answered, with the last
+    request's error, the refusals and the requests made (the callers count them).
     """
+    import openai
+
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"answer_format: got {answer_format!r}; use one of {', '.join(ANSWER_FORMATS)}")
     forms = ("json_schema", "json_object", "text") if answer_format == "auto" else (answer_format,)
     client = endpoint.client()  # raises before any request is made
     deadline = time.monotonic() + endpoint.timeout_s
-    refused = 0
+    refused = requests = failures = 0
+    wait, place = 0.5, 0
     try:
-        for form in forms:
+        while True:
+            form = forms[place]
+            requests += 1
             try:
                 response = client.chat.completions.create(
                     model=endpoint.model,
@@ -170,29 +208,44 @@ def ask_json(
                 )
             except Exception as error:
                 left = deadline - time.monotonic()
-                if form != forms[-1] and refused_format(error) and left > 0.5:
-                    refused += 1
-                    client.close()
-                    client = replace(endpoint, timeout_s=left).client()  # the next form gets what is left of the call's time
-                    continue
-                raise NoAnswer(error, refused) from error
-            return response, refused
-        raise AssertionError("unreachable: the last form returns or raises")
+                if place < len(forms) - 1 and refused_format(error) and left > 0.5:
+                    refused, place = refused + 1, place + 1  # the next form gets what is left of the call's time
+                elif _busy(error, openai) and failures + 1 < endpoint.attempts and left - retry_after(error, wait) > 0.5:
+                    failures += 1
+                    pause = retry_after(error, wait)
+                    time.sleep(pause)
+                    wait, left = min(wait * 2, 8.0), left - pause
+                else:
+                    raise NoAnswer(error, refused, requests) from error
+                client.close()
+                client = replace(endpoint, timeout_s=left).client()
+                continue
+            return Asked(response, refused, requests)
     finally:
         client.close()  # its connections now, not whenever the garbage collector finds them
+
+
+def _busy(error: Exception, openai: Any) -> bool:
+    """The endpoint is busy or failing (asked again), not refusing the request: a retried status, a timeout, a lost connection."""
+    if isinstance(error, openai.APIStatusError):
+        return error.status_code in RETRIED_STATUS and not refused_format(error)
+    return isinstance(error, openai.APIConnectionError)  # APITimeoutError is one
 
 
 __all__ = [
     "ANSWER_FORMATS",
     "MAX_DEPTH",
+    "RETRIED_STATUS",
     "SECRET_MIN_CHARS",
     "SMALL_CAP",
     "AnswerFormat",
+    "Asked",
     "NoAnswer",
     "ask_json",
     "grammar_ready",
     "refused_format",
     "reply_field",
     "response_format",
+    "retry_after",
     "token_count",
 ]

@@ -23,10 +23,9 @@ from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
 from envrigger.errors import AgentError, CallBudgetSpent, WallLimitReached
-from envrigger.structured import SECRET_MIN_CHARS, reply_field
+from envrigger.structured import RETRIED_STATUS, SECRET_MIN_CHARS, reply_field, retry_after
 
 CHARS_PER_TOKEN = 4  # the stated estimate where an endpoint returns no usage
-RETRIED_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
 def import_openai() -> Any:
@@ -433,7 +432,7 @@ class ChatAgent:
                 if attempt == self.endpoint.attempts:
                     what = f"{status}" if status is not None else type(error).__name__
                     raise AgentError(f"{self.endpoint.describe()} failed {attempt} times ({what}); the episode ends here") from None
-                time.sleep(_retry_after(error, wait))
+                time.sleep(retry_after(error, wait))
                 wait = min(wait * 2, 8.0)
             except (ValueError, TypeError, AttributeError, LookupError, RecursionError) as error:  # the client could not read the body
                 return _Unreadable(f"the endpoint's answer is not a chat completion ({type(error).__name__})"), attempt
@@ -487,16 +486,6 @@ class ChatAgentFactory:
 
     def __call__(self, env: Any) -> ChatAgent:
         return ChatAgent(env, self.harness, self.endpoint, budget=self.budget)
-
-
-def _retry_after(error: Any, default: float) -> float:
-    response = getattr(error, "response", None)
-    header = response.headers.get("retry-after") if response is not None else None
-    try:
-        seconds = float(header) if header is not None else default
-    except (ValueError, TypeError):
-        return default
-    return min(max(seconds, 0.0), 30.0) if math.isfinite(seconds) else default
 
 
 MAX_TOOL_CALLS = 16  # a reply with more is unusable: one action per step, and each call would need its own answer

@@ -335,12 +335,12 @@ def llm_propose(
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": prompt}]
     schema = answer_schema(diagnosis, base, n) if answer_format != "text" else {}
     try:
-        response, refused = ask_json(endpoint, messages, schema, max_tokens=max_tokens, answer_format=answer_format, name="reshapings")
+        asked = ask_json(endpoint, messages, schema, max_tokens=max_tokens, answer_format=answer_format, name="reshapings")
     except NoAnswer as failed:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
-        return [], ({"format_refused": failed.refused} if failed.refused else {}) | {"endpoint": 1}
+        return [], _costs(failed.refused, failed.requests - failed.refused - 1) | {"endpoint": 1}
     except Exception:  # the key's variable not set, or whatever else making the client raises: the call failed
         return [], {"endpoint": 1}
-    counts = {"format_refused": refused} if refused else {}
+    counts, response = _costs(asked.refused, asked.retried), asked.response
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     try:
@@ -350,6 +350,11 @@ def llm_propose(
     except Exception:  # parse_proposals refuses what it reads; this is the last guard of a run against an answer
         candidates, rejected = [], {"invalid": 1}
     return candidates, counts | rejected
+
+
+def _costs(refused: int, retried: int) -> dict[str, int]:
+    """What a call cost besides its answer, as counted with the rejections: forms refused, requests asked again."""
+    return ({"format_refused": refused} if refused else {}) | ({"retried": retried} if retried > 0 else {})
 
 
 __all__ = ["answer_schema", "llm_propose", "parse_proposals", "proposer_prompt"]

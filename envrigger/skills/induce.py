@@ -268,16 +268,22 @@ def induce_skills(
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": induction_prompt(found)}]
     counted: dict[str, int] = {}
     try:
-        response, refused = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, answer_format=answer_format, name="skills")
+        asked = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, answer_format=answer_format, name="skills")
     except NoAnswer as failed:  # whatever the requests met (an error status, no answer, a body that is not JSON)
-        _spent(usage, failed.refused + 1)
-        return [], ({"format_refused": failed.refused} if failed.refused else {}) | {"endpoint": 1}
+        _spent(usage, failed.requests)
+        retried = failed.requests - failed.refused - 1
+        return [], ({"format_refused": failed.refused} if failed.refused else {}) | ({"retried": retried} if retried else {}) | {
+            "endpoint": 1
+        }
     except Exception:  # the client could not be made (the key's variable not set): no request was made
         return [], {"endpoint": 1}
-    if refused:
-        counted["format_refused"] = refused
+    response = asked.response
+    if asked.refused:
+        counted["format_refused"] = asked.refused
+    if asked.retried:
+        counted["retried"] = asked.retried
     tokens = reply_field(response, "usage")
-    _spent(usage, refused + 1, token_count(reply_field(tokens, "prompt_tokens")), token_count(reply_field(tokens, "completion_tokens")))
+    _spent(usage, asked.requests, token_count(reply_field(tokens, "prompt_tokens")), token_count(reply_field(tokens, "completion_tokens")))
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     secret = os.environ.get(endpoint.api_key_env) if isinstance(getattr(endpoint, "api_key_env", None), str) else None

@@ -248,7 +248,7 @@ def test_s3_a_call_leaves_no_connection_open_whichever_forms_were_refused():
         gc.collect()
         before = sockets()
         for _ in range(20):
-            response, refused = ask_json(
+            response, refused, _ = ask_json(
                 Endpoint(server.url, "m", attempts=1), [{"role": "user", "content": "hi"}], {"type": "object"}, max_tokens=8
             )
             assert refused == 2 and response.choices[0].message.content == VALID

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -84,6 +85,29 @@ def test_an_endpoint_error_is_counted_not_raised():
         candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted", attempts=1))
         assert len(server.bodies()) == 1  # a server error is the endpoint failing, not its refusal of the format: asked once
     assert candidates == [] and rejected == {"endpoint": 1}
+
+
+def test_a_rate_limit_and_a_server_error_are_asked_again_in_the_same_form_and_counted():
+    answers = iter([Reply(status=429, retry_after=0), Reply(status=503)])
+
+    def model(request: dict[str, Any]) -> Reply:  # busy, then failing, then it answers
+        return next(answers, Reply(content=json.dumps({"proposals": [VALID]})))
+
+    with ChatServer(model) as server:
+        candidates, rejected = llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted", attempts=4))
+        asked = [form(b) for b in server.bodies()]
+    assert asked == ["json_schema"] * 3 and rejected == {"retried": 2}
+    assert [c.added[0].name for c in candidates] == ["ActionSlip"]
+
+
+def test_an_endpoint_failing_every_time_is_asked_its_attempts_and_a_long_retry_after_never_outlasts_the_call():
+    with ChatServer(lambda request: Reply(status=503, retry_after=0)) as server:
+        assert llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted", attempts=3)) == ([], {"retried": 2, "endpoint": 1})
+        assert len(server.bodies()) == 3
+    with ChatServer(lambda request: Reply(status=429, retry_after=20)) as server:
+        started = time.monotonic()
+        assert llm_propose(DIAGNOSIS, LAKE, Endpoint(server.url, "scripted", timeout_s=3.0)) == ([], {"endpoint": 1})
+        assert time.monotonic() - started < 3.0 and len(server.bodies()) == 1  # 20 s would not leave the call time to ask
 
 
 def form(body: dict[str, Any]) -> str:

@@ -142,6 +142,20 @@ def test_the_call_asks_for_the_answers_schema_in_the_form_the_endpoint_takes_and
     assert usage["model_calls"] == 2  # the refused request was made too
 
 
+def test_a_request_asked_again_after_a_rate_limit_is_a_model_call_too(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    answers = iter([Reply(status=429, retry_after=0)])
+    usage: dict[str, int] = {}
+    with ChatServer(lambda request: next(answers, Reply(content=GOOD))) as server:
+        skills, refused = induce_skills(Endpoint(server.url, "scripted", attempts=2), [_trace()], usage=usage)
+        assert len(server.bodies()) == 2
+    assert refused == {"retried": 1} and usage["model_calls"] == 2 and len(skills) == 1
+    with ChatServer(lambda request: Reply(status=503, retry_after=0)) as server:
+        usage = {}
+        assert induce_skills(Endpoint(server.url, "scripted", attempts=2), [_trace()], usage=usage) == ([], {"retried": 1, "endpoint": 1})
+    assert usage["model_calls"] == 2
+
+
 def test_an_endpoint_that_fails_is_counted(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with ChatServer(lambda request: Reply(status=500)) as server:
