@@ -133,22 +133,35 @@ def token_count(value: Any) -> int:
 
 
 def retry_after(error: Any, default: float) -> float:
-    """Seconds to wait before asking again: the response's ``Retry-After`` when it is a number (at most 30), else ``default``."""
+    """Seconds to wait before asking again: the response's ``Retry-After`` when it is a number (0 to 30), else ``default``.
+
+    Example:
+        >>> import httpx
+        >>> class Limited(Exception): response = httpx.Response(429, headers={"Retry-After": "inf"})
+        >>> retry_after(Limited(), 0.5), retry_after(Exception(), 0.5)
+        (30.0, 0.5)
+    """
     response = getattr(error, "response", None)
     header = response.headers.get("retry-after") if response is not None else None
     try:
         seconds = float(header) if header is not None else default
     except (ValueError, TypeError):
         return default
-    return min(max(seconds, 0.0), 30.0) if math.isfinite(seconds) else default
+    return default if math.isnan(seconds) else min(max(seconds, 0.0), 30.0)  # "inf" asks for the longest wait, not none
 
 
 class NoAnswer(Exception):
-    """No form asked was answered: ``error`` is the last request's error, ``refused`` the forms refused, ``requests`` all made."""
+    """No form asked was answered: ``error`` names the last request's failure, ``refused`` the forms refused, ``requests`` all made.
 
-    def __init__(self, error: Exception, refused: int, requests: int | None = None) -> None:
-        super().__init__(f"no answer after {refused} response formats refused: {type(error).__name__}")
-        self.error, self.refused = error, refused
+    ``error`` is the failure's kind and status only (``RateLimitError (429)``): an endpoint's
+    body can echo the key it was sent, so neither it nor the client's exception is kept.
+    """
+
+    def __init__(self, error: Exception | str, refused: int, requests: int | None = None) -> None:
+        status = getattr(error, "status_code", None)
+        self.error = error if isinstance(error, str) else type(error).__name__ + (f" ({status})" if isinstance(status, int) else "")
+        super().__init__(f"no answer after {refused} response formats refused: {self.error}")
+        self.refused = refused
         self.requests = refused + 1 if requests is None else requests
 
 
@@ -216,7 +229,7 @@ def ask_json(
                     time.sleep(pause)
                     wait, left = min(wait * 2, 8.0), left - pause
                 else:
-                    raise NoAnswer(error, refused, requests) from error
+                    raise NoAnswer(error, refused, requests) from None  # the client's error holds the body, which may echo the key
                 client.close()
                 client = replace(endpoint, timeout_s=left).client()
                 continue

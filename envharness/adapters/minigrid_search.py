@@ -35,12 +35,21 @@ class _Taken(threading.local):
 
 
 _taken = _Taken()
+_in_process = [0]  # every thread's searches, each added when it ends
+_in_process_lock = threading.Lock()
 _solved: OrderedDict[str, tuple[bool | None, list[int], int]] = OrderedDict()
 _solved_lock = threading.Lock()
 
 
-def steps_taken() -> int:
-    """Env steps taken by every search in this thread so far (read it before and after to charge a search's cost)."""
+def steps_taken(all_threads: bool = False) -> int:
+    """Env steps taken by every search in this thread so far (read it before and after to charge a search's cost).
+
+    ``all_threads``: by every search of this process that has ended, whichever thread ran it
+    (what a caller that waits for its helpers' threads charges: the loop's validation).
+    """
+    if all_threads:
+        with _in_process_lock:
+            return _in_process[0]
     return _taken.count
 
 
@@ -67,6 +76,15 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the kept answer, charged alike
         164
     """
+    before = _taken.count
+    try:
+        return _solve(raw, limit, max_states, avoid)
+    finally:
+        with _in_process_lock:
+            _in_process[0] += _taken.count - before
+
+
+def _solve(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None) -> tuple[bool | None, list[int]]:
     if getattr(raw, "instrs", None) is not None:
         # BabyAI keeps a mission's progress on its instruction objects, outside the state saved here: undecided, never guessed.
         return None, []

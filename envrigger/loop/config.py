@@ -70,6 +70,13 @@ ROLLOUT_BATCH = Field(
 BACKENDS = ("serial", "process", "ray")
 
 
+def _not_a_switch(value: Any, info: Any) -> Any:
+    """A budget is a number: ``true`` in a hand-edited file would read as 1 (a step, a second) and refuse every candidate."""
+    if isinstance(value, bool):
+        raise ValueError(f"got {str(value).lower()}; give a number, or null for no limit")
+    return value
+
+
 def _known_backend(value: str) -> str:
     if value not in BACKENDS:
         raise ValueError(f"--backend: got {value!r}; use one of {', '.join(BACKENDS)}")
@@ -115,6 +122,7 @@ class ValidationConfig(BaseModel):
     batch: int = ROLLOUT_BATCH  # a policy that acts in batches plays this many episodes at once, in this process (see backend_for)
 
     _backend = field_validator("backend")(_known_backend)
+    _budgets = field_validator("max_steps", "timeout_s", mode="before")(_not_a_switch)
 
 
 class LoopConfig(BaseModel):
@@ -271,6 +279,7 @@ class LoopConfig(BaseModel):
         return value
 
     _backend = field_validator("backend")(_known_backend)
+    _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
 
     @field_validator("arms")
     @classmethod

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from envharness.adapters.minigrid_search import steps_taken
+from envharness.adapters.minigrid_search import steps_taken as _steps_taken
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryStore
 from envrigger.loop.config import ValidationConfig
@@ -46,6 +46,11 @@ class Validation(BaseModel):
     error: str | None = None
 
 
+def steps_taken() -> int:
+    """Env steps every search of this process has taken, on any thread: a gate's helper threads are validation's too."""
+    return _steps_taken(all_threads=True)
+
+
 def _interaction(store: TrajectoryStore) -> int:
     """Env steps a stored run took: its episodes' steps and the env's own searches in them."""
     table = store.episodes_table(["length", "search_steps"])
@@ -53,31 +58,34 @@ def _interaction(store: TrajectoryStore) -> int:
     return int(np.sum(table.column("length").to_numpy())) + int(np.sum(searched))
 
 
-def _play(env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:
-    """One episode of ``solver`` on ``env``: its actions and the verdicts published after each."""
+def _play(env: Any, solver: Any, seed: int, actions: list[Any]) -> list[tuple[bool, str]]:
+    """One episode of ``solver`` on ``env``: the verdicts published after each step; each action is in ``actions`` as it is tried."""
     if hasattr(solver, "reset"):
         solver.reset(seed)
     obs, info = env.reset(seed=seed)
-    actions, verdicts, done = [], [], False
+    verdicts, done = [], False
     while not done:
         action = solver.act(obs, info)
+        actions.append(action)  # before the step: a step that raises was taken too
         obs, _, terminated, truncated, info = env.step(action)
-        actions.append(action)
         verdicts.append((info["verdict"].success, info["verdict"].reason))
         done = terminated or truncated
-    return actions, verdicts
+    return verdicts
 
 
-def _replay(spec: HarnessSpec, actions: list[Any], seed: int) -> list[tuple[bool, str]]:
+def _replay(spec: HarnessSpec, actions: list[Any], seed: int, tried: list[int]) -> list[tuple[bool, str]]:
     env = spec.build()
     env.reset(seed=seed)
     verdicts = []
-    for action in actions:
-        *_, terminated, truncated, info = env.step(action)
-        verdicts.append((info["verdict"].success, info["verdict"].reason))
-        if terminated or truncated:
-            break
-    env.close()
+    try:
+        for action in actions:
+            tried[0] += 1
+            *_, terminated, truncated, info = env.step(action)
+            verdicts.append((info["verdict"].success, info["verdict"].reason))
+            if terminated or truncated:
+                break
+    finally:
+        env.close()
     return verdicts
 
 
@@ -126,15 +134,19 @@ class Validator:
 
     def play(self, env: Any, solver: Any, seed: int) -> tuple[list[Any], list[tuple[bool, str]]]:
         """One episode of ``solver`` on ``env`` (charged): its actions and the verdict after each."""
-        actions, verdicts = _play(env, solver, seed)
-        self.env_steps += len(actions)
-        return actions, verdicts
+        actions: list[Any] = []
+        try:
+            return actions, _play(env, solver, seed, actions)
+        finally:  # an episode that raised took its steps too
+            self.env_steps += len(actions)
 
     def replay(self, spec: HarnessSpec, actions: list[Any], seed: int) -> list[tuple[bool, str]]:
         """``actions`` replayed on a fresh build of ``spec`` at ``seed`` (charged): the verdict after each."""
-        verdicts = _replay(spec, actions, seed)
-        self.env_steps += len(verdicts)
-        return verdicts
+        tried = [0]
+        try:
+            return _replay(spec, actions, seed, tried)
+        finally:
+            self.env_steps += tried[0]
 
     def behaviour(self, spec: HarnessSpec, seeds: list[int]) -> tuple[float, float]:
         """The agent's success rate and mean episode length on ``spec`` over ``seeds`` (cached)."""
@@ -209,11 +221,13 @@ class Validator:
         """
         context = GateContext(candidate=candidate, validator=self, admitted=list(admitted), round=self.round, index=index)
         searched, inside_rollouts, before = steps_taken(), self._rollout_searches, self.env_steps
-        charged = False
+        theirs = [0]  # searches inside gates that count their own budget (the transfer gate's training): not validation's
 
-        def spent() -> int:  # env steps so far: charged ones, and the gates' searches not charged yet
-            pending = 0 if charged else steps_taken() - searched - (self._rollout_searches - inside_rollouts)
-            return self.env_steps - before + pending
+        def pending() -> int:  # the gates' searches not charged yet: not those inside rollouts (charged with their episodes)
+            return steps_taken() - searched - (self._rollout_searches - inside_rollouts) - theirs[0]
+
+        def spent() -> int:  # env steps so far
+            return self.env_steps - before + pending()
 
         context.spent = spent
         results: list[GateResult] = []
@@ -224,12 +238,16 @@ class Validator:
                 if not gate.applies(context):
                     continue
                 required.add(gate.result_name())
-                if gate.own_budget and not charged:  # searches so far are validation's; the gate counts its own
-                    self._searched(searched, inside_rollouts)
-                    charged = True
                 if gate.timed:
                     context.check_budget()
-                result = gate.run(context, self._seeds(gate, seeds))
+                if gate.own_budget:  # its searches are its own budget's; every other gate's, before or after it, validation's
+                    mark, in_rollouts = steps_taken(), self._rollout_searches
+                    try:
+                        result = gate.run(context, self._seeds(gate, seeds))
+                    finally:
+                        theirs[0] += steps_taken() - mark - (self._rollout_searches - in_rollouts)
+                else:
+                    result = gate.run(context, self._seeds(gate, seeds))
                 if result is None:
                     continue
                 results.append(result)
@@ -244,8 +262,7 @@ class Validator:
                 context.check_budget(clock=False)
             except Rejected as reason:
                 error = str(reason)
-        if not charged:
-            self._searched(searched, inside_rollouts)
+        self.env_steps += pending()
         order = {gate.result_name(): place for place, gate in reversed(list(enumerate(self.gates)))}
         results.sort(key=lambda result: order.get(result.gate, len(order)))  # a later gate deciding an earlier name sits in its place
         passed = error is None and required <= {r.gate for r in results} and all(r.passed for r in results)
