@@ -597,6 +597,8 @@ RUN_FLAGS: dict[str, Flag] = {
     "workers": Flag(("--workers", "-w")),
     "backend": Flag(),
     "rollout_batch": Flag(),
+    "candidate_max_steps": Flag(metavar="N"),
+    "candidate_timeout_s": Flag(("--candidate-timeout",), metavar="SECONDS"),
     "proposer": Flag(),
     "proposer_base_url": Flag(metavar="URL"),
     "proposer_model": Flag(),
@@ -617,8 +619,6 @@ NOT_RUN_FLAGS: dict[str, str] = {
     "confidence": "validation statistics, as band",
     "min_rollouts": "validation statistics, as band",
     "max_rollouts": "validation statistics, as band",
-    "candidate_max_steps": "validation's budget in env steps per candidate, as band",
-    "candidate_timeout_s": "validation's optional limit in seconds per candidate, as band",
     "credit_episodes": "credit's scoring budget: a benchmark's setting",
     "transfer_episodes": "the transfer gate's scoring budget: a benchmark's setting",
 }

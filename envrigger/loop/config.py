@@ -49,7 +49,8 @@ MAX_STEPS = Field(
     10_000_000,
     ge=1,
     description="env steps one candidate's validation may take (rollouts, reference play, replays, the gates' searches) "
-    "before it is refused; a budget in steps, so what is admitted does not depend on the machine's load (None: no limit)",
+    "before it is refused; a budget in steps, so what is admitted does not depend on the machine's load (null in loop.json, "
+    "None in Python: no limit)",
 )
 TIMEOUT_S = Field(
     None,

@@ -238,8 +238,7 @@ class Validator:
                 if not gate.applies(context):
                     continue
                 required.add(gate.result_name())
-                if gate.timed:
-                    context.check_budget()
+                context.check_budget(clock=gate.timed)  # the steps before every gate; the clock before a timed one
                 if gate.own_budget:  # its searches are its own budget's; every other gate's, before or after it, validation's
                     mark, in_rollouts = steps_taken(), self._rollout_searches
                     try:

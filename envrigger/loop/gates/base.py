@@ -109,7 +109,7 @@ class GateContext:
         if config.max_steps is not None and (steps := self.spent()) > config.max_steps:
             raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({config.max_steps:,})")
         if clock and config.timeout_s is not None and time.perf_counter() - self.started > config.timeout_s:
-            raise Rejected(f"timeout: validation took longer than {config.timeout_s:.0f} s (candidate_timeout_s)")
+            raise Rejected(f"timeout: validation took longer than {config.timeout_s:g} s (candidate_timeout_s)")
 
     def check_time(self) -> None:
         """The name :meth:`check_budget` had before the budget counted env steps (gates written for it still work)."""
@@ -125,7 +125,8 @@ class Gate:
         order: where it runs; lower first (the stock gates use 10, 20, ... 80).
         seeds: which validation seeds :meth:`run` gets: the first ``reference_rollouts``
             (``"reference"``), the first ``min_rollouts`` (``"first"``) or all (``"all"``).
-        timed: check the validation budget (:meth:`GateContext.check_budget`) before it runs.
+        timed: check the validation's wall-clock limit before it runs, when one is set (its env-step budget is
+            checked before every gate: :meth:`GateContext.check_budget`).
         own_budget: its env steps are not validation's (the transfer gate counts its own).
     """
 

@@ -124,3 +124,28 @@ def test_a_gate_written_for_the_old_name_still_checks_the_budget(tmp_path):
     context = GateContext(candidate=candidate(NEAR), validator=validator, spent=lambda: 2)
     with pytest.raises(Rejected, match="budget"):
         context.check_time()
+
+
+def test_a_gate_that_does_not_check_the_clock_is_not_run_past_the_step_budget(tmp_path):
+    """The transfer gate trains two learner copies: a candidate already past its budget is refused before that is spent."""
+    ran: list[str] = []
+
+    @register_gate
+    class Costly(Gate):
+        """Stands for the transfer gate: its own budget, no clock check, after every stock gate."""
+
+        name, order, timed, own_budget = "costly_example", 99, False, True
+
+        def run(self, context, seeds):
+            ran.append(context.candidate.hash)
+            return GateResult(gate=self.name, passed=True)
+
+    try:
+        whole = lake_validator(tmp_path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+        short = lake_validator(tmp_path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
+        result = short.validate(candidate(NEAR), SEEDS)
+    finally:
+        del GATES["costly_example"]
+    assert whole.passed and ran == [whole.candidate]  # run once, in the validation within budget
+    assert not result.passed and result.error is not None and result.error.startswith("budget")
+    assert "costly_example" not in [g.gate for g in result.gates]
