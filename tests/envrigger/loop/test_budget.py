@@ -30,6 +30,16 @@ def lake_validator(path, **config):
     return Validator(RandomPolicy(env.action_space, seed=0), LAKE, path, ValidationConfig(backend="serial", **config))
 
 
+def whole_then_one_step_short(path, gate: str):
+    """Validate with no budget, then with one step less than that took; ``gate`` (registered by the test) is unregistered after."""
+    try:
+        whole = lake_validator(path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+        short = lake_validator(path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
+        return whole, short.validate(candidate(NEAR), SEEDS)
+    finally:
+        del GATES[gate]
+
+
 def test_a_validation_past_its_step_budget_is_refused_with_the_same_count_on_every_run(tmp_path):
     first = lake_validator(tmp_path / "a", max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
     again = lake_validator(tmp_path / "b", max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
@@ -108,12 +118,7 @@ def test_steps_a_last_gate_takes_past_the_budget_refuse_the_candidate_too(tmp_pa
             env.close()
             return GateResult(gate=self.name, passed=True)
 
-    try:
-        whole = lake_validator(tmp_path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
-        short = lake_validator(tmp_path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
-        result = short.validate(candidate(NEAR), SEEDS)
-    finally:
-        del GATES["plays_last_example"]
+    whole, result = whole_then_one_step_short(tmp_path, "plays_last_example")
     assert whole.passed and [g.gate for g in whole.gates][-1] == "plays_last_example"
     assert [g.gate for g in result.gates] == [g.gate for g in whole.gates] and all(g.passed for g in result.gates)
     assert not result.passed and result.error is not None and result.error.startswith("budget")
@@ -140,12 +145,7 @@ def test_a_gate_that_does_not_check_the_clock_is_not_run_past_the_step_budget(tm
             ran.append(context.candidate.hash)
             return GateResult(gate=self.name, passed=True)
 
-    try:
-        whole = lake_validator(tmp_path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
-        short = lake_validator(tmp_path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
-        result = short.validate(candidate(NEAR), SEEDS)
-    finally:
-        del GATES["costly_example"]
+    whole, result = whole_then_one_step_short(tmp_path, "costly_example")
     assert whole.passed and ran == [whole.candidate]  # run once, in the validation within budget
     assert not result.passed and result.error is not None and result.error.startswith("budget")
     assert "costly_example" not in [g.gate for g in result.gates]
