@@ -216,7 +216,14 @@ def test_saved_keeps_what_a_file_says_and_fills_only_what_it_lacks():
     data = old_file(fresh)
     LoopConfig.saved(data)
     assert "credit_baseline" not in data  # the caller's dict (seeds.json's config) is not written into
-    assert SAVED_BEFORE == {"credit_chunks": 0, "credit_baseline": "fork", "step_in": False, "proposer_format": "text"}
+    assert SAVED_BEFORE == {
+        "credit_chunks": 0,
+        "credit_baseline": "fork",
+        "step_in": False,
+        "proposer_format": "text",
+        "candidate_timeout_s": 300.0,
+        "candidate_max_steps": None,
+    }
 
 
 # --- command line -----------------------------------------------------------------------------------------------------
