@@ -165,6 +165,17 @@ class NoAnswer(Exception):
         self.requests = refused + 1 if requests is None else requests
 
 
+def costs(refused: int, requests: int) -> dict[str, int]:
+    """What a call cost besides its answer, as callers count it beside their rejections: forms refused, requests asked again.
+
+    Example:
+        >>> costs(1, 4), costs(0, 1)
+        ({'format_refused': 1, 'retried': 2}, {})
+    """
+    retried = requests - refused - 1
+    return ({"format_refused": refused} if refused else {}) | ({"retried": retried} if retried > 0 else {})
+
+
 class Asked(NamedTuple):
     """What :func:`ask_json` got: the endpoint's ``response``, the forms it ``refused`` first, the ``requests`` made in all."""
 
@@ -255,6 +266,7 @@ __all__ = [
     "Asked",
     "NoAnswer",
     "ask_json",
+    "costs",
     "grammar_ready",
     "refused_format",
     "reply_field",

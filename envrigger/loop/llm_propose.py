@@ -42,7 +42,7 @@ from envrigger.agents.chat import SECRET_MIN_CHARS, Endpoint, reply_field, scrub
 from envrigger.agents.harness import render
 from envrigger.diagnose import Diagnosis
 from envrigger.loop.propose import Candidate, offerable
-from envrigger.structured import ANSWER_FORMATS, SMALL_CAP, AnswerFormat, NoAnswer, ask_json, grammar_ready
+from envrigger.structured import ANSWER_FORMATS, SMALL_CAP, AnswerFormat, NoAnswer, ask_json, costs, grammar_ready
 
 PROMPT = """You reshape a training environment so that an agent practises what it fails at.
 The environment is {{ env_id }}{% if kwargs %} with arguments {{ kwargs }}{% endif %}.
@@ -337,10 +337,10 @@ def llm_propose(
     try:
         asked = ask_json(endpoint, messages, schema, max_tokens=max_tokens, answer_format=answer_format, name="reshapings")
     except NoAnswer as failed:  # refused, unreachable, or a body the client cannot read (not JSON): the call failed
-        return [], _costs(failed.refused, failed.requests - failed.refused - 1) | {"endpoint": 1}
+        return [], costs(failed.refused, failed.requests) | {"endpoint": 1}
     except Exception:  # the key's variable not set, or whatever else making the client raises: the call failed
         return [], {"endpoint": 1}
-    counts, response = _costs(asked.refused, asked.retried), asked.response
+    counts, response = costs(asked.refused, asked.requests), asked.response
     choices = reply_field(response, "choices")
     content = reply_field(reply_field(choices[0], "message"), "content") if isinstance(choices, list) and choices else None
     try:
@@ -350,11 +350,6 @@ def llm_propose(
     except Exception:  # parse_proposals refuses what it reads; this is the last guard of a run against an answer
         candidates, rejected = [], {"invalid": 1}
     return candidates, counts | rejected
-
-
-def _costs(refused: int, retried: int) -> dict[str, int]:
-    """What a call cost besides its answer, as counted with the rejections: forms refused, requests asked again."""
-    return ({"format_refused": refused} if refused else {}) | ({"retried": retried} if retried > 0 else {})
 
 
 __all__ = ["answer_schema", "llm_propose", "parse_proposals", "proposer_prompt"]

@@ -263,7 +263,7 @@ def induce_skills(
     """
     if not found:
         return [], {}
-    from envrigger.structured import NoAnswer, ask_json, reply_field, token_count
+    from envrigger.structured import NoAnswer, ask_json, costs, reply_field, token_count
 
     messages = [{"role": "system", "content": "You answer with JSON only."}, {"role": "user", "content": induction_prompt(found)}]
     counted: dict[str, int] = {}
@@ -271,17 +271,11 @@ def induce_skills(
         asked = ask_json(endpoint, messages, ANSWER_SCHEMA, max_tokens=1500, answer_format=answer_format, name="skills")
     except NoAnswer as failed:  # whatever the requests met (an error status, no answer, a body that is not JSON)
         _spent(usage, failed.requests)
-        retried = failed.requests - failed.refused - 1
-        return [], ({"format_refused": failed.refused} if failed.refused else {}) | ({"retried": retried} if retried else {}) | {
-            "endpoint": 1
-        }
+        return [], costs(failed.refused, failed.requests) | {"endpoint": 1}
     except Exception:  # the client could not be made (the key's variable not set): no request was made
         return [], {"endpoint": 1}
     response = asked.response
-    if asked.refused:
-        counted["format_refused"] = asked.refused
-    if asked.retried:
-        counted["retried"] = asked.retried
+    counted |= costs(asked.refused, asked.requests)
     tokens = reply_field(response, "usage")
     _spent(usage, asked.requests, token_count(reply_field(tokens, "prompt_tokens")), token_count(reply_field(tokens, "completion_tokens")))
     choices = reply_field(response, "choices")

@@ -92,3 +92,24 @@ def deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def sockets_to(port: int) -> int:
+    """This process's open sockets connected to ``port`` on 127.0.0.1 (a test's own server): other tests' sockets do not count."""
+    import os
+
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith("socket:["):
+            mine.add(target[len("socket:[") : -1])
+    count = 0
+    with open("/proc/self/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[9] in mine:
+                count += 1
+    return count

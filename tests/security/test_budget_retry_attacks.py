@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from hostile_http import Answer, RawEndpoint, deadline
+from hostile_http import Answer, RawEndpoint, deadline, sockets_to
 
 from envharness import HarnessSpec
 from envrigger.agents import Endpoint
@@ -647,18 +647,6 @@ def test_r4_a_key_echoed_in_every_429_is_not_in_the_exception_as_a_traceback_pri
 # =====================================================================================================================
 # R5. Sockets are closed across retries
 # =====================================================================================================================
-def open_sockets() -> int:
-    import os
-
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-        except OSError:
-            pass
-    return count
-
-
 def test_r5_calls_asked_again_leave_no_socket_open():
     import gc
     import warnings
@@ -672,14 +660,15 @@ def test_r5_calls_asked_again_leave_no_socket_open():
     gc.collect()  # earlier tests' garbage is collected before the record starts
     with RawEndpoint(answer) as server, deadline(120), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
-        before = open_sockets()
+        port = server.httpd.server_address[1]
+        before = sockets_to(port)
         for _ in range(10):
             assert ask(server, attempts=3).retried == 2
         for _ in range(5):
             with pytest.raises(NoAnswer):
                 ask(server, attempts=3)
         time.sleep(0.2)  # the server's handler threads see the hang-ups
-        opened = open_sockets() - before
+        opened = sockets_to(port) - before
         gc.collect()
     assert opened <= 0, f"{opened} sockets left open by 15 calls of 3 requests each"
     ours = f"'127.0.0.1', {server.httpd.server_address[1]})"  # a socket to this test's server, not another test's garbage

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hostile_http import Answer, RawEndpoint, deadline
+from hostile_http import Answer, RawEndpoint, deadline, sockets_to
 from pydantic import ValidationError
 
 from envharness import HarnessSpec
@@ -226,7 +226,6 @@ def test_s3_an_endpoint_that_hangs_on_the_first_form_costs_one_timeout_and_one_r
 def test_s3_a_call_leaves_no_connection_open_whichever_forms_were_refused():
     """Twenty calls, each refused twice before an answer: no socket stays open for the garbage collector to find."""
     import gc
-    import os
     import warnings
 
     def answer(request: dict[str, Any]) -> Answer:
@@ -234,25 +233,17 @@ def test_s3_a_call_leaves_no_connection_open_whichever_forms_were_refused():
             return (400, error_body("response_format is not supported"), "application/json")
         return (200, completion(VALID), "application/json")
 
-    def sockets() -> int:
-        count = 0
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
-            except OSError:  # the listing's own descriptor, closed by now
-                pass
-        return count
-
     gc.collect()  # earlier tests' garbage is collected before the record starts
     with RawEndpoint(answer) as server, deadline(120), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ResourceWarning)
-        before = sockets()
+        port = server.httpd.server_address[1]
+        before = sockets_to(port)
         for _ in range(20):
             response, refused, _ = ask_json(
                 Endpoint(server.url, "m", attempts=1), [{"role": "user", "content": "hi"}], {"type": "object"}, max_tokens=8
             )
             assert refused == 2 and response.choices[0].message.content == VALID
-        opened = sockets() - before
+        opened = sockets_to(port) - before
         gc.collect()
     assert opened <= 0, f"{opened} sockets left open by 20 calls"
     ours = f"'127.0.0.1', {server.httpd.server_address[1]})"  # a socket to this test's server, not another test's garbage
