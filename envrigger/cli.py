@@ -27,6 +27,7 @@ from envharness.command_line import ALLOW_IMPORT_HELP, parse_transform, print_ta
 from envharness.command_line import console as harness_console
 from envharness.errors import UserError
 from envrigger.data import TrajectoryStore
+from envrigger.loop.arms import registered
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.results import AcrossSeeds, FinalResults, LoopResult, RoundSummary
 from envrigger.options import Flag, model_options
@@ -575,7 +576,12 @@ def _spec_from(argument: str | None) -> Any:
 
 RUN_FLAGS: dict[str, Flag] = {
     "learner": Flag(),
-    "arms": Flag(kind=str, help="Comma-separated " + str(LoopConfig.model_fields["arms"].description) + "."),
+    "arms": Flag(
+        kind=str,
+        help="Comma-separated arms trained side by side at equal training steps: "
+        + ", ".join(f"{name} ({arm.help})" for name, arm in registered().items())
+        + ".",
+    ),
     "budget_steps": Flag(),
     "rounds": Flag(),
     "collect_episodes": Flag(),

@@ -4,10 +4,11 @@ The face of the package: :class:`LoopConfig`, :class:`LevelSplit`, :func:`evalua
 :func:`run_loop`, and for claims across training seeds :func:`run_seeds` (several at once:
 :func:`run_many`) and :func:`across_seeds`. Inside, the pipeline in the order it runs:
 
-- :mod:`~envrigger.loop.config`: :class:`LoopConfig`, the arms, the seed ranges;
+- :mod:`~envrigger.loop.config`: :class:`LoopConfig`, the seed ranges;
 - :mod:`~envrigger.loop.levels`: fresh seeds and the level-disjoint :class:`LevelSplit`;
-- :mod:`~envrigger.loop.samplers`, :mod:`~envrigger.loop.arms`, :mod:`~envrigger.loop.mixture`:
-  what each arm trains on (PLR, the curriculum, DR's random reshapings, the mixture env);
+- :mod:`~envrigger.loop.arms`: the arms, one registered unit each (:func:`register_arm`);
+  :mod:`~envrigger.loop.samplers`, :mod:`~envrigger.loop.mixture`: what they train on (PLR,
+  the curriculum, the mixture env);
 - :mod:`~envrigger.loop.learners`: the learners, behind one protocol;
 - :mod:`~envrigger.loop.train`: one arm's training for a round;
 - :mod:`~envrigger.loop.propose`, :mod:`~envrigger.loop.validate`, :mod:`~envrigger.loop.gates`,
@@ -33,13 +34,17 @@ the validation levels; at the end each arm's best round (by validation success) 
 evaluated once on the held-out levels, and the levels used are checked for overlap.
 """
 
-from envrigger.loop.config import ARMS, LoopConfig
+from envrigger.loop.arms import register_arm, registered
+from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import LEARNERS
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.run import run_loop
 from envrigger.loop.samplers import Curriculum
 from envrigger.loop.seeds import SeedsRun, across_seeds, run_many, run_seeds
+
+ARMS = tuple(registered())
+"""The stock arms' names, in the order a round trains them (an arm registered later is in :func:`registered`)."""
 
 __all__ = [
     "ARMS",
@@ -49,6 +54,8 @@ __all__ = [
     "LoopConfig",
     "SeedsRun",
     "across_seeds",
+    "register_arm",
+    "registered",
     "evaluate",
     "run_loop",
     "run_many",

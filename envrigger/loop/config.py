@@ -1,4 +1,4 @@
-"""The loop's configuration: :class:`LoopConfig`, the arms (:data:`ARMS`) and the seed ranges each use draws from.
+"""The loop's configuration: :class:`LoopConfig` and the seed ranges each use draws from (the arms: :mod:`envrigger.loop.arms`).
 
 Every range is far from the others, so training, collection, validation, selection and
 held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
@@ -15,14 +15,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
+from envrigger.loop.arms import check_arms, registered
 from envrigger.loop.learners import LEARNERS
 from envrigger.structured import AnswerFormat
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
-ARMS = ("original", "original-select", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger")
 CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
-NEEDS_RIGGER = ("plr-random", "rigger-noreplay")  # ablations sized or fed by what the rigger arm admits
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
 SAVED_BEFORE: dict[str, Any] = {
@@ -145,10 +144,8 @@ class LoopConfig(BaseModel):
     learner_params: dict[str, Any] = Field(default_factory=dict)
     arms: list[str] = Field(
         default_factory=lambda: ["original", "rigger"],
-        description="arms trained side by side at equal training steps: original, original-select (the original env, "
-        "keeping the better of two copies each credit chunk), dr (random levels: state transforms), dr-any (any random "
-        "catalog reshaping), plr (prioritized level replay), plr-random (plr plus as many random components as rigger "
-        "admitted), rigger-noreplay (rigger's curriculum without replay), rigger (the EnvRigger curriculum)",
+        description="arms trained side by side at equal training steps, each a registered unit (envrigger.loop.arms): "
+        "original, original-select, dr, dr-any, plr, plr-random, rigger-noreplay, rigger, and any arm a module registers",
     )
     rounds: int = Field(
         3, ge=1, le=1000, description="rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels"
@@ -282,21 +279,13 @@ class LoopConfig(BaseModel):
     _backend = field_validator("backend")(_known_backend)
     _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
 
-    @field_validator("arms")
-    @classmethod
-    def _known_arms(cls, value: list[str]) -> list[str]:
-        unknown = [a for a in value if a not in ARMS]
-        if unknown or not value or len(set(value)) != len(value):
-            raise ValueError(f"--arms: got {','.join(value)!r}; give distinct arms from {','.join(ARMS)}")
-        lonely = [a for a in value if a in NEEDS_RIGGER and "rigger" not in value]
-        if lonely:
-            raise ValueError(f"--arms: {','.join(lonely)} train on what the rigger arm admits; add rigger to --arms")
-        return [a for a in ARMS if a in value]  # a fixed order, so every run trains arms alike
+    _known_arms = field_validator("arms")(check_arms)
 
     @model_validator(mode="after")
-    def _selection_needs_chunks(self) -> LoopConfig:
-        if "original-select" in self.arms and self.credit_chunks < 1:
-            raise ValueError("--arms: original-select keeps the better of two copies per credit chunk; give --credit-chunks 1 or more")
+    def _arms_can_run(self) -> LoopConfig:
+        arms = registered()
+        for name in self.arms:
+            arms[name].check(self)  # an arm's own settings (original-select needs credit chunks)
         return self
 
     @model_validator(mode="after")

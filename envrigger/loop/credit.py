@@ -38,7 +38,7 @@ from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import first_free
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.samplers import Fixed
-from envrigger.loop.train import Arm, train_arm
+from envrigger.loop.train import Arm, Trainee, train_arm
 from envrigger.stats import paired_se
 
 REPLAY = "replay"  # the piece that is PLR's replay of original levels
@@ -102,7 +102,7 @@ def chunk_plan(config: LoopConfig, learner: Any, number: int) -> list[tuple[int,
 
 
 def chunked_training(
-    arm: Arm, config: LoopConfig, number: int, reserved: set[str], advance: Callable[[int], None] = lambda n: None
+    arm: Trainee, config: LoopConfig, number: int, reserved: set[str], advance: Callable[[int], None] = lambda n: None
 ) -> dict[str, Any]:
     """Train ``arm`` on the original env alone in round ``number``'s credit chunks; returns what :func:`train_arm` does, summed.
 
@@ -144,7 +144,7 @@ def _summed(records: list[dict[str, Any]], levels: set[str]) -> dict[str, Any]:
 
 def credited_training(
     workdir: Path,
-    arm: Arm,
+    arm: Trainee,
     specs: list[HarnessSpec],
     pieces: list[str],
     sampler: Any,

@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,50 @@ class Evaluation(Readable):
     seen_in_training: float | None = None
 
 
+# A kind of step is named `validate`, which BaseModel's deprecated `validate` classmethod also is: the field wins, as meant.
+warnings.filterwarnings("ignore", message='Field name "validate" in "Steps" shadows', category=UserWarning)
+
+
+class Steps(Readable):
+    """An arm's env steps in one round, by what they were spent on, and their ``total``.
+
+    ``train`` is the learner's training, ``collect`` fresh diagnosis episodes, ``validate``
+    candidate validation, ``transfer`` the transfer gate's copies, ``credit`` the credit's
+    thrown-away copies and scoring, ``search`` the searches behind starts along a solution.
+    A round written before the kinds were typed holds only the kinds it spent on.
+
+    Example:
+        >>> Steps.counted({"train": 100, "credit": 40}).dump()
+        {'train': 100, 'collect': 0, 'validate': 0, 'transfer': 0, 'credit': 40, 'search': 0, 'total': 140}
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    train: int = 0
+    collect: int = 0
+    validate: int = 0  # type: ignore[assignment]  # the field, not BaseModel's deprecated classmethod
+    transfer: int = 0
+    credit: int = 0
+    search: int = 0
+    total: int = 0
+
+    @classmethod
+    def counted(cls, spent: dict[str, int]) -> Steps:
+        """Steps of every kind (absent kinds 0) with their total."""
+        kinds = {kind: int(spent.get(kind, 0)) for kind in ("train", "collect", "validate", "transfer", "credit", "search")}
+        return cls(**kinds, total=sum(kinds.values()))
+
+    def dump(self) -> dict[str, int]:
+        return dict(self.model_dump(mode="json", exclude_unset=True))
+
+
 class ArmRound(Readable):
     """One arm in one round: what it trained on (``train``), the env steps it took by use, its validation-level score."""
 
     model_config = ConfigDict(extra="allow")
 
     train: dict[str, Any] = Field(default_factory=dict)
-    interaction: dict[str, int] = Field(default_factory=dict)
+    interaction: Steps = Field(default_factory=Steps)
     validation: Evaluation
 
 

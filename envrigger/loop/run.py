@@ -17,28 +17,17 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from envharness.files import write_text_atomically
 from envrigger.data import DirectoryLock, TrajectoryError
-from envrigger.loop.arms import random_specs
+from envrigger.loop.arms import registered
+from envrigger.loop.arms.base import RoundState, RunState, Stage
 from envrigger.loop.board import LoopBoard, available
 from envrigger.loop.config import LoopConfig
-from envrigger.loop.credit import REPLAY, Credit, chunked_training, credited_training
 from envrigger.loop.evaluate import evaluate
-from envrigger.loop.learners import load_learner, make_learner
+from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
-from envrigger.loop.mixture import TrainingEpisodes
-from envrigger.loop.propose import transforms_label
 from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
-from envrigger.loop.round import rigger_round
-from envrigger.loop.samplers import PLR, Curriculum, Fixed, Uniform
-from envrigger.loop.train import Arm, train_arm
-
-SELECT_OFFSET = 50_000  # original-select's second copy trains on other seeds of each chunk's range than its first
-Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
-"""``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
 
 
 def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int], None]]:
@@ -95,17 +84,39 @@ def one_writer(out: Path) -> Iterator[None]:
         raise
 
 
-def _retired(summaries: list[dict[str, Any]], config: LoopConfig) -> set[str]:
-    """The components the rigger arm mastered in an earlier round: won on more than the band's top share of enough episodes."""
-    from envrigger.loop.round import mastered
+def _resumed(out: Path, config: LoopConfig | None) -> tuple[LoopConfig, LoopResult | None]:
+    """The run's config (given, or saved for ``--resume``) and, for a finished run resumed, its kept result."""
+    config_path = out / "loop.json"
+    if config is not None:
+        if config_path.is_file():
+            raise TrajectoryError(f"{out} already holds a loop run; resume it with `envrigger run --resume {out}` or pick a new directory")
+        return config, None
+    if not config_path.is_file():
+        raise TrajectoryError(f"--resume: {out} holds no loop run (no loop.json); start one with `envrigger run ENV -o {out}`")
+    config = LoopConfig.saved(config_path.read_text(), where=str(config_path))
+    if (out / "final.json").is_file() and (out / "library.db").is_file():
+        # A finished run needs nothing else: its kept record (loop.json, library.db, final.json) resumes as itself.
+        finished = Library(out / "library.db", create=False)
+        rounds = finished.rounds()
+        finished.close()
+        return config, LoopResult(rounds=[RoundSummary.model_validate(r) for r in rounds], final=FinalResults.load(out / "final.json"))
+    return config, None
 
-    out: set[str] = set()
-    for summary in summaries:
-        trained = summary.get("arms", {}).get("rigger", {}).get("train", {})
-        for h, wins, picks in zip(trained.get("components", []), trained["wins"][1:], trained["picks"][1:], strict=False):
-            if mastered(wins, picks, config.band):
-                out.add(h)
-    return out
+
+def _levels(out: Path, config: LoopConfig, log: Callable[[str], None], stage: Stage) -> LevelSplit:
+    """The held-out and validation levels (drawn on a new run, read on a resumed one); writes ``loop.json`` and ``levels.json``."""
+    split_path = out / "levels.json"
+    if split_path.is_file():
+        split = LevelSplit.model_validate_json(split_path.read_text())
+    else:
+        log("drawing held-out and validation levels")
+        with stage("drawing levels", LevelSplit.draws(config)) as tick:
+            split = LevelSplit.make(config.spec, config, tick=tick)  # refuses before anything is written
+    if not (out / "loop.json").is_file():
+        save_json(out / "loop.json", json.loads(config.model_dump_json()))
+    if not split_path.is_file():
+        save_json(split_path, json.loads(split.model_dump_json()))
+    return split
 
 
 def _run_loop(
@@ -115,206 +126,38 @@ def _run_loop(
     log: Callable[[str], None],
     stage: Stage = quiet_stage,
 ) -> LoopResult:
-    config_path = out / "loop.json"
-    if config is None:
-        if not config_path.is_file():
-            raise TrajectoryError(f"--resume: {out} holds no loop run (no loop.json); start one with `envrigger run ENV -o {out}`")
-        config = LoopConfig.saved(config_path.read_text(), where=str(config_path))
-        if (out / "final.json").is_file() and (out / "library.db").is_file():
-            # A finished run needs nothing else: its kept record (loop.json, library.db, final.json) resumes as itself.
-            finished = Library(out / "library.db", create=False)
-            rounds = finished.rounds()
-            finished.close()
-            return LoopResult(rounds=[RoundSummary.model_validate(r) for r in rounds], final=FinalResults.load(out / "final.json"))
-    elif config_path.is_file():
-        raise TrajectoryError(f"{out} already holds a loop run; resume it with `envrigger run --resume {out}` or pick a new directory")
-    base = config.spec
-    probe = base.build()
-    spaces = (probe.observation_space, probe.action_space)
-    split_path = out / "levels.json"
-    if split_path.is_file():
-        split = LevelSplit.model_validate_json(split_path.read_text())
-    else:
-        log("drawing held-out and validation levels")
-        with stage("drawing levels", LevelSplit.draws(config)) as tick:
-            split = LevelSplit.make(base, config, tick=tick)  # refuses before anything is written
-    if not config_path.is_file():
-        out.mkdir(parents=True, exist_ok=True)
-        save_json(config_path, json.loads(config.model_dump_json()))
-    if not split_path.is_file():
-        save_json(split_path, json.loads(split.model_dump_json()))
-    reserved = split.reserved
+    config, finished = _resumed(out, config)
+    if finished is not None:
+        return finished
+    split = _levels(out, config, log, stage)
     library = Library(out / "library.db")
-    done = library.rounds()
-    arms = []
+    probe = config.spec.build()
+    run = RunState(out, config, split, library, probe, log, done=library.rounds())
+    arms = registered()
     for name in config.arms:
-        if done:
-            learner = load_learner(config.learner, Arm(name, None).path(out, done[-1]["round"]), probe)
-        else:
-            learner = make_learner(config.learner, probe, config.seed, **config.learner_params)
-        # The plr and rigger arms keep a replay buffer of levels across rounds (and resumes).
-        streams = {"plr": 3, "rigger": 4, "plr-random": 5}
-        replay = PLR(np.random.default_rng([config.seed, streams[name]])) if name in streams else None
-        if replay is not None and done and (out / f"{name}-replay.json").is_file():
-            replay.restore(json.loads((out / f"{name}-replay.json").read_text()))
-        arms.append(Arm(name, learner, replay))
-    board = LoopBoard(out) if available() else None  # TensorBoard, when installed: RUN/tensorboard/{ARM,loop}
-    summaries = list(done)
-    # The credit is part of the round's committed record, so a resumed run continues from the last finished round's.
-    credit = Credit(config.credit_retire, done[-1].get("credit_state") if done else None)
-    credited = "rigger" in config.arms and config.credit_chunks > 0 and config.learner != "none"
-    shadow = None  # --credit-baseline shadow: the rigger arm's learner trained on the original env alone, across rounds
-    if credited and config.credit_baseline == "shadow":
-        if done:
-            shadow = load_learner(config.learner, out / f"rigger-shadow-round-{done[-1]['round']}", probe)
-        else:
-            shadow = make_learner(config.learner, probe, config.seed, **config.learner_params)
+        run.arms[name] = arms[name](run)
     probe.close()
-    for number in range(len(done) + 1, config.rounds + 1):
+    board = LoopBoard(out) if available() else None  # TensorBoard, when installed: RUN/tensorboard/{ARM,loop}
+    for number in range(len(run.done) + 1, config.rounds + 1):
         started = time.perf_counter()
         workdir = out / f"round-{number}"
         shutil.rmtree(workdir, ignore_errors=True)  # an unfinished round starts over
         workdir.mkdir(parents=True)
-        used = _load_levels(out)
-        summary: dict[str, Any] = {"round": number, "arms": {}}
-        retired = _retired(summaries, config) if config.retire_mastered else set()
-        if retired:
-            summary["retired"] = sorted(retired)
-        for arm in arms:
-            spent = {"train": 0, "collect": 0, "validate": 0}
-            evidence = None
-            sampler: Fixed
-            if arm.name in ("rigger", "rigger-noreplay", "plr-random"):
-                # As the round began: a round restarted after a crash does not see what its killed attempt admitted.
-                present = library.components()
-                current = [c for c in present if (c.round is None or c.round < number) and c.hash not in retired]
-                if arm.name == "rigger" and credited:  # a component the original env's validation levels blamed trains no more
-                    current = [c for c in current if c.hash not in credit.retired]
-                components = [c.spec for c in current]
-                if arm.name == "plr-random":  # as many components as the rigger arm trains on, drawn at random: no diagnosis
-                    drawn = np.random.default_rng([config.seed, number, 5])
-                    components = random_specs(base, drawn, len(components)) if components else []
-                stream = {"rigger": 1, "plr-random": 5, "rigger-noreplay": 6}[arm.name]
-                chooser = Curriculum(1 + len(components), np.random.default_rng([config.seed, number, stream]))
-                if arm.replay is not None:
-                    arm.replay.chooser = chooser
-                    sampler = arm.replay
-                else:  # rigger-noreplay: the curriculum alone, no replay of original levels
-                    sampler = chooser
-                specs = [base, *components]
-                if arm.name == "rigger":
-                    summary["library_size"] = len(components)
-                    summary["library_version"] = library.version - sum(c.round == number for c in present)
-                    evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
-            elif arm.name in ("dr", "dr-any"):
-                drawn = np.random.default_rng([config.seed, number, 2])
-                kinds = ("state",) if arm.name == "dr" else ("state", "rule", "observation")
-                pool = random_specs(base, drawn, config.dr_pool, kinds=kinds)
-                specs, sampler = [base, *pool], Uniform(1 + len(pool), np.random.default_rng([config.seed, number, 2]))
-            elif arm.name == "plr":
-                assert arm.replay is not None
-                specs, sampler = [base], arm.replay
-            else:  # original, original-select
-                specs, sampler = [base], Fixed()
-            log(f"round {number}: training the {arm.name} arm on {len(specs)} env(s) for {config.budget_steps:,} steps")
-            if board is not None and hasattr(arm.learner, "log_to"):
-                arm.learner.log_to(board.arm_directory(arm.name))
-            clock = time.perf_counter()
-            with stage(f"training {arm.name}", config.budget_steps) as advance:
-                if arm.name == "rigger" and credited:
-                    pieces = [c.hash for c in current]
-                    trained, record = credited_training(
-                        workdir / "credit", arm, specs, pieces, sampler, config, number, reserved, credit, evidence, advance,
-                        shadow=shadow,
-                    )  # fmt: skip
-                    spent["credit"] = record.pop("steps")
-                    used.setdefault("rigger:credit", set()).update(record.pop("levels"))
-                    record["retired_now"] = [p for p in record["retired"] if p in pieces or p == REPLAY]
-                    trained["credit"] = record
-                    log(
-                        f"round {number}: credit chunks kept "
-                        + ", ".join(f"{c['kept']} ({c['curriculum']:.2f} vs {c['original']:.2f} alone)" for c in record["chunks"])
-                    )
-                elif arm.name == "original-select":  # the credit's selection without reshaping: two copies on the original env
-                    trained, record = credited_training(
-                        workdir / "select", arm, specs, [], sampler, config, number, reserved, Credit(config.credit_retire), None,
-                        advance, alone_offset=SELECT_OFFSET,
-                    )  # fmt: skip
-                    spent["credit"] = record.pop("steps")
-                    used.setdefault("original-select:credit", set()).update(record.pop("levels"))
-                    trained["credit"] = record
-                    log(
-                        f"round {number}: selection chunks kept "
-                        + ", ".join(
-                            f"the {'first' if c['kept'] == 'curriculum' else 'second'} copy ({c['curriculum']:.2f} vs {c['original']:.2f})"
-                            for c in record["chunks"]
-                        )
-                    )
-                elif arm.name == "original" and shadow is not None:  # the same training as the rigger arm's shadow, chunk for chunk
-                    trained = chunked_training(arm, config, number, reserved, advance)
-                else:
-                    trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, advance=advance)
-            seconds = {"train": time.perf_counter() - clock}
-            used.setdefault(f"{arm.name}:train", set()).update(trained.pop("levels"))
-            # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
-            trained["envs"] = ["original", *(transforms_label(s.transforms) for s in specs[1:])]
-            if arm.name == "rigger":  # which library component each of its picks after the first is (what retiring reads)
-                trained["components"] = [c.hash for c in current]
-            spent["train"] = trained["steps"]
-            if trained.get("search_steps"):  # a start along a level's own solution: the search's env steps are this arm's interaction
-                spent["search"] = trained["search_steps"]
-            if evidence is not None and number < config.rounds:  # what the last round would admit, no round trains on
-                per_component = {
-                    c.hash: (int(w), int(n)) for c, w, n in zip(current, trained["wins"][1:], trained["picks"][1:], strict=True)
-                }
-                rigged = rigger_round(workdir, config, library, arm.learner, number, reserved, spaces, evidence, log, per_component)
-                spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
-                transfer_steps, transfer_levels = rigged.pop("transfer_steps"), rigged.pop("transfer_levels")
-                if config.transfer_steps:
-                    spent["transfer"] = transfer_steps
-                    used.setdefault("rigger:transfer", set()).update(transfer_levels)
-                used.setdefault("rigger:collect", set()).update(rigged.pop("collect_levels"))
-                used.setdefault("rigger:validate", set()).update(rigged.pop("validate_levels"))
-                seconds.update(rigged.pop("seconds"))
-                summary.update(rigged)
-            spent["total"] = (
-                spent["train"]
-                + spent["collect"]
-                + spent["validate"]
-                + spent.get("transfer", 0)
-                + spent.get("credit", 0)
-                + spent.get("search", 0)
-            )
-            clock = time.perf_counter()
-            scored = evaluate(arm.learner.policy(), base, split.validation_seeds, workdir / f"select-{arm.name}", config)
-            seconds["select"] = time.perf_counter() - clock
-            summary["arms"][arm.name] = {"train": trained, "interaction": spent, "validation": scored}
-            before = summaries[-1]["arms"].get(arm.name, {}).get("validation") if summaries else None
-            if before is not None and "diversity" in before and None not in scored["diversity"].values():
-                from envrigger.ledger.attribution import collapse
-
-                pair = [{"accepted": v["success"], **v["diversity"]} for v in (before, scored)]
-                found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
-                if found is not None:  # more uniform on the validation levels, and no better: it stopped exploring
-                    summary.setdefault("arm_findings", {})[arm.name] = [found]
-            summary.setdefault("stage_seconds", {})[arm.name] = seconds  # wall time by stage, like wall_time not stable
-        summary["wall_time"] = time.perf_counter() - started
-        for arm in arms:
-            arm.learner.save(arm.path(out, number))
-        if shadow is not None:
-            shadow.save(out / f"rigger-shadow-round-{number}")
-        for arm in arms:
-            if arm.replay is not None:
-                save_json(out / f"{arm.name}-replay.json", arm.replay.state())
-        if credited:
-            summary["credit_state"] = credit.state()
-        save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in used.items()})
-        committed = RoundSummary.model_validate(summary)
-        summary = committed.dump()
-        library.complete_round(number, summary)  # the commit point of the round
-        summaries.append(summary)
+        rnd = RoundState(number, workdir, _load_levels(out), {"round": number, "arms": {}})
+        for arm in run.arms.values():
+            arm.begin_round(rnd)
+        for arm in run.arms.values():
+            rnd.summary["arms"][arm.name] = arm.play(rnd, stage, board)
+        rnd.summary["wall_time"] = time.perf_counter() - started
+        for arm in run.arms.values():
+            arm.end_round(rnd)
+            arm.save(number)
+        save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in rnd.used.items()})
+        committed = RoundSummary.model_validate(rnd.summary)
+        library.complete_round(number, committed.dump())  # the commit point of the round
+        run.done.append(committed.dump())
         if board is not None:
-            board.round(summary)
+            board.round(run.done[-1])
         if on_round is not None:
             on_round(committed)
     library.close()
@@ -322,9 +165,9 @@ def _run_loop(
         board.close()
     final_path = out / "final.json"
     if not final_path.is_file():
-        save_json(final_path, FinalResults.model_validate(_final(out, config, split, summaries, log)).dump())
+        save_json(final_path, FinalResults.model_validate(_final(out, config, split, run.done, log)).dump())
     final = FinalResults.load(final_path)  # what a resumed run returns too: equal, at the schema version written
-    return LoopResult(rounds=[RoundSummary.model_validate(s) for s in summaries], final=final)
+    return LoopResult(rounds=[RoundSummary.model_validate(s) for s in run.done], final=final)
 
 
 def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
@@ -339,7 +182,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dic
         trained_on = used.get(f"{name}:train", set())
         heldout = None
         if config.heldout:
-            learner = load_learner(config.learner, Arm(name, None).path(out, best), probe)
+            learner = load_learner(config.learner, out / f"{name}-round-{best}", probe)
             log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
             shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)

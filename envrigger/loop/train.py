@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -20,8 +20,17 @@ from envrigger.loop.mixture import MixtureEnv, TrainingEpisodes
 from envrigger.loop.samplers import PLR
 
 
+class Trainee(Protocol):
+    """What training reads of an arm: its name and its learner (which a credit chunk may swap for the kept copy)."""
+
+    @property
+    def name(self) -> str: ...
+
+    learner: Any
+
+
 class Arm:
-    """One arm's learner and level stream during a run."""
+    """One arm's learner and level stream, outside a run (a gate's copies, a credit chunk's, a benchmark's)."""
 
     def __init__(self, name: str, learner: Any, replay: PLR | None = None) -> None:
         self.name, self.learner, self.replay = name, learner, replay
@@ -31,7 +40,7 @@ class Arm:
 
 
 def train_arm(
-    arm: Arm,
+    arm: Trainee,
     specs: list[HarnessSpec],
     sampler: Any,
     config: LoopConfig,

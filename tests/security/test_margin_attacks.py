@@ -229,7 +229,7 @@ def test_a_fallback_under_a_margin_with_the_fork_leaves_the_arm_the_fork_that_tr
 
 
 def test_the_original_select_arm_keeps_the_first_copy_within_the_margin_and_records_its_noise(tmp_path, monkeypatch):
-    from envrigger.loop.run import SELECT_OFFSET
+    from envrigger.loop.arms.select import SELECT_OFFSET
 
     rig(monkeypatch, [behind(1)])
     _, _, record = tabular_chunk(tmp_path / "z1", 1.0, "fork", offset=SELECT_OFFSET)

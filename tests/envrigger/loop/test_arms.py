@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from envharness.transforms.base import TRANSFORMS
 from envrigger.loop import ARMS, LoopConfig, run_loop
-from envrigger.loop.arms import random_specs
+from envrigger.loop.arms.draws import random_specs
 from envrigger.loop.samplers import PLR
 
 

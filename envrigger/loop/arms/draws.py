@@ -1,4 +1,4 @@
-"""The arms' own pieces: domain randomization's random reshapings.
+"""Random reshapings drawn without a diagnosis: what the dr, dr-any and plr-random arms train on.
 
 Contains :func:`random_specs`: the ``dr`` arm's draw of levels (state transforms), the
 ``dr-any`` arm's draw over the whole catalog, and ``plr-random``'s random components.

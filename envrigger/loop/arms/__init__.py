@@ -1,0 +1,66 @@
+"""The arms: each one registered unit, trained side by side at equal training steps, picked on validation levels.
+
+The face of the package: :func:`register_arm` (a class decorator, as gates and families
+register), :func:`registered` (every arm, in the order a round trains them) and
+:func:`check_arms` (what ``LoopConfig.arms`` refuses). Each arm lives in its own module
+here, a subclass of :class:`~envrigger.loop.arms.base.LoopArm` that declares its name, its
+random stream, the arms it needs and its settings, and implements ``plan`` (what it trains
+on this round) and, where it differs, ``train``. This package finds every module in it,
+so a new arm is one module (and its tests) and edits no list.
+
+This module imports nothing of the loop: the config checks arm names against it, and the
+arm modules, which import the config, are loaded only when the registry is first read.
+
+The stock arms, in the order they train: ``original``, ``original-select``, ``dr``,
+``dr-any``, ``plr``, ``plr-random``, ``rigger-noreplay`` and ``rigger``.
+
+Example:
+    >>> list(registered())
+    ['original', 'original-select', 'dr', 'dr-any', 'plr', 'plr-random', 'rigger-noreplay', 'rigger']
+    >>> check_arms(["rigger", "original"])
+    ['original', 'rigger']
+    >>> check_arms(["plr-random"])
+    Traceback (most recent call last):
+    ...
+    ValueError: --arms: plr-random train on what the rigger arm admits; add rigger to --arms
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+_REGISTRY: dict[str, Any] = {}
+_LOADED: list[bool] = []
+
+
+def register_arm(cls: Any) -> Any:
+    """Class decorator: enrol an arm under its ``name`` (a second arm of the same name replaces the first)."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered() -> dict[str, Any]:
+    """Every registered arm class by name, in training order (``order``, then name); the stock arms load on first call."""
+    if not _LOADED:
+        _LOADED.append(True)
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+    return dict(sorted(_REGISTRY.items(), key=lambda item: (item[1].order, item[0])))
+
+
+def check_arms(names: list[str]) -> list[str]:
+    """``names`` in training order, or a one-line ``ValueError`` for an unknown, repeated or lonely arm."""
+    arms = registered()
+    if not names or len(set(names)) != len(names) or any(name not in arms for name in names):
+        raise ValueError(f"--arms: got {','.join(names)!r}; give distinct arms from {','.join(arms)}")
+    for name in names:
+        missing = [need for need in arms[name].needs if need not in names]
+        if missing:
+            lonely = [n for n in names if missing[0] in arms[n].needs]
+            raise ValueError(f"--arms: {','.join(lonely)} train on what the {missing[0]} arm admits; add {missing[0]} to --arms")
+    return [name for name in arms if name in names]  # a fixed order, so every run trains arms alike
+
+
+__all__ = ["check_arms", "register_arm", "registered"]

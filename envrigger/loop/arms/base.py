@@ -1,0 +1,196 @@
+"""What every arm is and shares: :class:`LoopArm`, the run (:class:`RunState`), a round (:class:`RoundState`), a plan (:class:`ArmPlan`).
+
+An arm declares, as class attributes, its ``name``, its place in a round (``order``), the
+arms it ``needs``, its PLR replay stream across rounds (``replay_stream``, or None) and its
+``help``; it implements :meth:`LoopArm.plan` (the envs and sampler it trains on this round)
+and, where it trains otherwise than :func:`~envrigger.loop.train.train_arm` does,
+:meth:`LoopArm.train`. :meth:`LoopArm.play` is one arm's round, the same for every arm:
+plan, train, count the env steps by use, score on validation levels. It returns the typed
+:class:`~envrigger.loop.results.ArmRound` the round record holds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from envharness.files import write_text_atomically
+from envharness.spec import HarnessSpec
+from envrigger.loop.config import LoopConfig
+from envrigger.loop.evaluate import evaluate
+from envrigger.loop.learners import load_learner, make_learner
+from envrigger.loop.levels import LevelSplit
+from envrigger.loop.library import Component, Library
+from envrigger.loop.mixture import TrainingEpisodes
+from envrigger.loop.propose import transforms_label
+from envrigger.loop.results import ArmRound, Steps
+from envrigger.loop.samplers import PLR
+from envrigger.loop.train import train_arm
+
+Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
+"""``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
+
+
+@dataclass
+class RunState:
+    """What every arm of one run sees: the output directory, config, level split, library and the rounds finished so far."""
+
+    out: Path
+    config: LoopConfig
+    split: LevelSplit
+    library: Library
+    probe: Any  # an env of the base spec, open while the arms are built (their learners' spaces)
+    log: Callable[[str], None]
+    done: list[dict[str, Any]]  # every finished round's record, in order (a round appends its own when committed)
+    arms: dict[str, LoopArm] = field(default_factory=dict)
+    spaces: tuple[Any, Any] = field(init=False)  # the observation and action spaces every env of a curriculum shares
+
+    def __post_init__(self) -> None:
+        self.spaces = (self.probe.observation_space, self.probe.action_space)
+
+    @property
+    def base(self) -> HarnessSpec:
+        return self.config.spec
+
+    @property
+    def reserved(self) -> set[str]:
+        return self.split.reserved
+
+
+@dataclass
+class RoundState:
+    """One round as it runs: its number, work directory, the levels each use played, and the record being built."""
+
+    number: int
+    workdir: Path
+    used: dict[str, set[str]]
+    summary: dict[str, Any]
+
+    def use(self, kind: str, levels: set[str] | list[str]) -> None:
+        """Record that ``kind`` (``ARM:USE``, e.g. ``rigger:collect``) played ``levels``."""
+        self.used.setdefault(kind, set()).update(levels)
+
+
+@dataclass
+class ArmPlan:
+    """What an arm trains on in a round: the envs (the original first), how it picks among them, evidence it keeps."""
+
+    specs: list[HarnessSpec]
+    sampler: Any
+    evidence: TrainingEpisodes | None = None
+    components: list[Component] = field(default_factory=list)  # the library components behind specs[1:], if any
+
+
+class LoopArm:
+    """One arm: its learner, its level stream, and how it spends a round's budget.
+
+    Subclasses declare ``name``, ``order``, ``help`` and, as they need them, ``needs`` and
+    ``replay_stream``, implement :meth:`plan`, and register with
+    :func:`~envrigger.loop.arms.register_arm`.
+
+    Example:
+        >>> from envrigger.loop.arms import registered
+        >>> plr = registered()["plr"]
+        >>> plr.name, plr.replay_stream, plr.needs
+        ('plr', 3, ())
+    """
+
+    name: ClassVar[str]
+    order: ClassVar[int]
+    help: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]] = ()
+    replay_stream: ClassVar[int | None] = None  # the PLR buffer's random stream ([seed, stream]); None: no replay
+
+    def __init__(self, run: RunState) -> None:
+        config = run.config
+        if run.done:
+            learner = load_learner(config.learner, self.path(run.out, run.done[-1]["round"]), run.probe)
+        else:
+            learner = make_learner(config.learner, run.probe, config.seed, **config.learner_params)
+        replay = None
+        if self.replay_stream is not None:  # a replay buffer of levels kept across rounds (and resumes)
+            replay = PLR(np.random.default_rng([config.seed, self.replay_stream]))
+            saved = run.out / f"{self.name}-replay.json"
+            if run.done and saved.is_file():
+                replay.restore(json.loads(saved.read_text()))
+        self.run, self.learner, self.replay = run, learner, replay
+
+    def path(self, out: Path, number: int) -> Path:
+        """Where the learner is saved after round ``number``."""
+        return out / f"{self.name}-round-{number}"
+
+    @classmethod
+    def check(cls, config: LoopConfig) -> None:
+        """Raise a one-line ``ValueError`` when ``config`` cannot run this arm (the config calls it)."""
+
+    def begin_round(self, rnd: RoundState) -> None:
+        """Called for every arm before any arm trains in round ``rnd``."""
+
+    def plan(self, rnd: RoundState) -> ArmPlan:
+        """The envs (the original first) and the sampler this arm trains on in round ``rnd``."""
+        raise NotImplementedError
+
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+        """Train for the round's budget; returns :func:`~envrigger.loop.train.train_arm`'s record (adds steps beside training to ``spent``)."""
+        return train_arm(self, plan.specs, plan.sampler, self.run.config, rnd.number, self.run.reserved, plan.evidence, advance=advance)
+
+    def after_training(
+        self, rnd: RoundState, plan: ArmPlan, trained: dict[str, Any], spent: dict[str, int], seconds: dict[str, float]
+    ) -> None:
+        """What the arm does after training and before it is scored (the rigger arm's diagnosis and admission)."""
+
+    def end_round(self, rnd: RoundState) -> None:
+        """Called for every arm after every arm trained and was scored, before the round is committed."""
+
+    def save(self, number: int) -> None:
+        """Write what the arm needs to resume after round ``number``: its learner, its replay buffer."""
+        self.learner.save(self.path(self.run.out, number))
+        if self.replay is not None:
+            write_text_atomically(self.run.out / f"{self.name}-replay.json", json.dumps(self.replay.state(), indent=2))
+
+    def play(self, rnd: RoundState, stage: Stage, board: Any = None) -> ArmRound:
+        """One round of this arm: plan, train, the arm's own work after training, then its score on the validation levels."""
+        config, log = self.run.config, self.run.log
+        spent = {"train": 0, "collect": 0, "validate": 0}
+        plan = self.plan(rnd)
+        log(f"round {rnd.number}: training the {self.name} arm on {len(plan.specs)} env(s) for {config.budget_steps:,} steps")
+        if board is not None and hasattr(self.learner, "log_to"):
+            self.learner.log_to(board.arm_directory(self.name))
+        clock = time.perf_counter()
+        with stage(f"training {self.name}", config.budget_steps) as advance:
+            trained = self.train(rnd, plan, spent, advance)
+        seconds = {"train": time.perf_counter() - clock}
+        rnd.use(f"{self.name}:train", trained.pop("levels"))
+        # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
+        trained["envs"] = ["original", *(transforms_label(s.transforms) for s in plan.specs[1:])]
+        spent["train"] = trained["steps"]
+        if trained.get("search_steps"):  # a start along a level's own solution: the search's env steps are this arm's interaction
+            spent["search"] = trained["search_steps"]
+        self.after_training(rnd, plan, trained, spent, seconds)
+        clock = time.perf_counter()
+        scored = evaluate(
+            self.learner.policy(), self.run.base, self.run.split.validation_seeds, rnd.workdir / f"select-{self.name}", config
+        )
+        seconds["select"] = time.perf_counter() - clock
+        self._collapse(rnd, scored)
+        rnd.summary.setdefault("stage_seconds", {})[self.name] = seconds  # wall time by stage, like wall_time not stable
+        return ArmRound(train=trained, interaction=Steps.counted(spent), validation=scored)
+
+    def _collapse(self, rnd: RoundState, scored: dict[str, Any]) -> None:
+        """Note when the arm became more uniform on the validation levels and no better: it stopped exploring."""
+        before = self.run.done[-1]["arms"].get(self.name, {}).get("validation") if self.run.done else None
+        if before is None or "diversity" not in before or None in scored["diversity"].values():
+            return
+        from envrigger.ledger.attribution import collapse
+
+        pair = [{"accepted": v["success"], **v["diversity"]} for v in (before, scored)]
+        found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
+        if found is not None:
+            rnd.summary.setdefault("arm_findings", {})[self.name] = [found]

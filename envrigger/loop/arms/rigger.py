@@ -1,0 +1,132 @@
+"""The ``rigger`` arm: the EnvRigger curriculum over the original env and the admitted components, credited on the original env.
+
+Each round it trains (in credit chunks, against a shadow or a fork trained on the original
+env alone), then diagnoses its own training episodes, proposes, validates and admits
+(:func:`~envrigger.loop.round.rigger_round`); admissions train from the next round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from envrigger.loop.arms import register_arm
+from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState, RunState
+from envrigger.loop.credit import REPLAY, Credit, credited_training
+from envrigger.loop.learners import load_learner, make_learner
+from envrigger.loop.library import Component
+from envrigger.loop.mixture import TrainingEpisodes
+from envrigger.loop.round import mastered, rigger_round
+from envrigger.loop.samplers import Curriculum
+
+
+def mastered_components(done: list[dict[str, Any]], band: tuple[float, float]) -> set[str]:
+    """The components the rigger arm mastered in an earlier round: won on more than the band's top share of enough episodes."""
+    out: set[str] = set()
+    for summary in done:
+        trained = summary.get("arms", {}).get("rigger", {}).get("train", {})
+        for h, wins, picks in zip(trained.get("components", []), trained["wins"][1:], trained["picks"][1:], strict=False):
+            if mastered(wins, picks, band):
+                out.add(h)
+    return out
+
+
+def trainable(run: RunState, rnd: RoundState) -> tuple[list[Component], list[Component]]:
+    """Every library component, and those admitted before round ``rnd`` that still train (not mastered and retired).
+
+    As the round began: a round restarted after a crash does not see what its killed attempt admitted.
+    """
+    present = run.library.components()
+    retired = set(rnd.summary.get("retired", []))
+    return present, [c for c in present if (c.round is None or c.round < rnd.number) and c.hash not in retired]
+
+
+@register_arm
+class Rigger(LoopArm):
+    """The curriculum over the original env (with PLR replay of its levels) and the admitted components, weighted by credit."""
+
+    name = "rigger"
+    order = 70
+    help = "the EnvRigger curriculum"
+    replay_stream = 4
+
+    def __init__(self, run: RunState) -> None:
+        super().__init__(run)
+        config = run.config
+        self.credited = config.credit_chunks > 0 and config.learner != "none"
+        # The credit is part of the round's committed record, so a resumed run continues from the last finished round's.
+        self.credit = Credit(config.credit_retire, run.done[-1].get("credit_state") if run.done else None)
+        self.shadow: Any = None  # --credit-baseline shadow: this arm's learner trained on the original env alone, across rounds
+        if self.credited and config.credit_baseline == "shadow":
+            if run.done:
+                self.shadow = load_learner(config.learner, run.out / f"rigger-shadow-round-{run.done[-1]['round']}", run.probe)
+            else:
+                self.shadow = make_learner(config.learner, run.probe, config.seed, **config.learner_params)
+
+    def begin_round(self, rnd: RoundState) -> None:
+        if self.run.config.retire_mastered:
+            retired = mastered_components(self.run.done, self.run.config.band)
+            if retired:
+                rnd.summary["retired"] = sorted(retired)
+
+    def plan(self, rnd: RoundState) -> ArmPlan:
+        config, library = self.run.config, self.run.library
+        present, current = trainable(self.run, rnd)
+        if self.credited:  # a component the original env's validation levels blamed trains no more
+            current = [c for c in current if c.hash not in self.credit.retired]
+        assert self.replay is not None
+        self.replay.chooser = Curriculum(1 + len(current), np.random.default_rng([config.seed, rnd.number, 1]))
+        rnd.summary["library_size"] = len(current)
+        rnd.summary["library_version"] = library.version - sum(c.round == rnd.number for c in present)
+        evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
+        return ArmPlan([self.run.base, *(c.spec for c in current)], self.replay, evidence, current)
+
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+        if not self.credited:
+            return super().train(rnd, plan, spent, advance)
+        config, pieces = self.run.config, [c.hash for c in plan.components]
+        trained, record = credited_training(
+            rnd.workdir / "credit", self, plan.specs, pieces, plan.sampler, config, rnd.number, self.run.reserved, self.credit,
+            plan.evidence, advance, shadow=self.shadow,
+        )  # fmt: skip
+        spent["credit"] = record.pop("steps")
+        rnd.use(f"{self.name}:credit", record.pop("levels"))
+        record["retired_now"] = [p for p in record["retired"] if p in pieces or p == REPLAY]
+        trained["credit"] = record
+        kept = ", ".join(f"{c['kept']} ({c['curriculum']:.2f} vs {c['original']:.2f} alone)" for c in record["chunks"])
+        self.run.log(f"round {rnd.number}: credit chunks kept {kept}")
+        return trained
+
+    def after_training(
+        self, rnd: RoundState, plan: ArmPlan, trained: dict[str, Any], spent: dict[str, int], seconds: dict[str, float]
+    ) -> None:
+        current = plan.components
+        trained["components"] = [c.hash for c in current]  # which component each pick after the first is (what retiring reads)
+        config = self.run.config
+        if plan.evidence is None or rnd.number >= config.rounds:  # what the last round would admit, no round trains on
+            return
+        per_component = {c.hash: (int(w), int(n)) for c, w, n in zip(current, trained["wins"][1:], trained["picks"][1:], strict=True)}
+        rigged = rigger_round(
+            rnd.workdir, config, self.run.library, self.learner, rnd.number, self.run.reserved, self.run.spaces, plan.evidence,
+            self.run.log, per_component,
+        )  # fmt: skip
+        spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
+        transfer_steps, transfer_levels = rigged.pop("transfer_steps"), rigged.pop("transfer_levels")
+        if config.transfer_steps:
+            spent["transfer"] = transfer_steps
+            rnd.use(f"{self.name}:transfer", transfer_levels)
+        rnd.use(f"{self.name}:collect", rigged.pop("collect_levels"))
+        rnd.use(f"{self.name}:validate", rigged.pop("validate_levels"))
+        seconds.update(rigged.pop("seconds"))
+        rnd.summary.update(rigged)
+
+    def end_round(self, rnd: RoundState) -> None:
+        if self.credited:
+            rnd.summary["credit_state"] = self.credit.state()
+
+    def save(self, number: int) -> None:
+        super().save(number)
+        if self.shadow is not None:
+            self.shadow.save(self.run.out / f"rigger-shadow-round-{number}")
