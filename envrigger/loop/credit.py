@@ -26,6 +26,7 @@ import copy
 import math
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -181,12 +182,7 @@ def credited_training(
     base = config.spec
     replay_p = getattr(sampler, "replay_p", None)
     probe = base.build()
-    chunks: list[dict[str, Any]] = []
-    kept_records: list[dict[str, Any]] = []
-    levels: set[str] = set()
-    scored_levels: set[str] = set()
-    extra = 0
-    thrown: dict[str, int] = {}  # what the thrown-away copies' training and the scoring cost an LLM learner's endpoint
+    tally = _Tally()
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     try:
@@ -205,58 +201,36 @@ def credited_training(
             with_trained = train_arm(arm, specs, sampler, config, number, reserved, evidence, start=start, steps=steps, advance=advance)
             alone = Arm(arm.name, shadow if shadow is not None else load_learner(config.learner, fork, probe))
             alone_before = _spent(alone.learner)
-            alone_evidence = evidence_before
             alone_trained = train_arm(
-                alone, [base], Fixed(), config, number, reserved, alone_evidence, start=start + alone_offset, steps=steps
+                alone, [base], Fixed(), config, number, reserved, evidence_before, start=start + alone_offset, steps=steps
             )
-            levels |= with_trained["levels"] | alone_trained["levels"]
-            first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
-            seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
-            scored = {
-                name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True, spend=True)
-                for name, learner in (("curriculum", arm.learner), ("original", alone.learner))
-            }
+            tally.levels |= with_trained["levels"] | alone_trained["levels"]
+            scored, noise = _scored(arm.learner, alone.learner, config, number, j, reserved, workdir, tally.scored_levels)
             difference = scored["curriculum"]["success"] - scored["original"]["success"]
-            noise = paired_se(
-                *([scored[c]["outcomes"].get(s, False) for s in seeds] for c in ("curriculum", "original"))
-            )  # a lost episode: lost
-            episodes = max(with_trained["episodes"], 1)
-            shares = {p: with_trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
-            if replay_p is not None and credit.weight(REPLAY) > 0:
-                shares[REPLAY] = with_trained["replays"] / episodes
-            shares = {p: s for p, s in shares.items() if s > 0}
+            shares = _shares(with_trained, pieces, credit, replay_p is not None)
             credit.add(shares, difference)
             # Within the margin the curriculum is kept (1e-9: a difference of exactly the margin is within it; the
             # differences are whole levels over the same count, so with no margin this is difference >= 0).
             keep = difference + config.credit_margin * noise >= -1e-9
-            extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
+            tally.extra += scored["curriculum"]["env_steps"] + scored["original"]["env_steps"]
             if arm_before is not None:  # an LLM learner: the scoring's model calls are credit spend too
-                thrown = _plus(thrown, _plus(scored["curriculum"]["spent"], scored["original"]["spent"]))
+                tally.thrown = _plus(tally.thrown, _plus(scored["curriculum"]["spent"], scored["original"]["spent"]))
             arm_cost, alone_cost = _less(_spent(arm.learner), arm_before), _less(_spent(alone.learner), alone_before)
             if keep:
-                extra += alone_trained["steps"] + alone_trained["search_steps"]
-                thrown = _plus(thrown, alone_cost)
-                kept_records.append(with_trained)
+                tally.extra += alone_trained["steps"] + alone_trained["search_steps"]
+                tally.thrown = _plus(tally.thrown, alone_cost)
+                tally.kept.append(with_trained)
             else:
-                extra += with_trained["steps"] + with_trained["search_steps"]
-                board = getattr(arm.learner, "board", None)
-                if shadow is None:
-                    arm.learner = alone.learner
-                else:  # a copy: the shadow goes on training on the original env alone
-                    shadow.save(fork)  # load from the path given, as the fork does (a learner's save may add its suffix)
-                    arm.learner = load_learner(config.learner, fork, probe)
-                thrown = _plus(thrown, arm_cost)
-                if arm_before is not None:  # the arm's own spend: its history before the chunk and the kept copy's chunk
-                    arm.learner.spent = _plus(arm_before, alone_cost)
-                if board is not None:  # the kept copy goes on logging where the arm logs
-                    arm.learner.log_to(board)
+                tally.extra += with_trained["steps"] + with_trained["search_steps"]
+                tally.thrown = _plus(tally.thrown, arm_cost)
+                _fall_back(arm, alone.learner, shadow, fork, config, probe, arm_before, alone_cost)
                 sampler.__dict__.update(sampler_before.__dict__)
-                if evidence is not None and alone_evidence is not None:
-                    evidence.__dict__.update(alone_evidence.__dict__)
+                if evidence is not None and evidence_before is not None:
+                    evidence.__dict__.update(evidence_before.__dict__)
                 alone_trained["picks"] = alone_trained["picks"] + [0] * (len(specs) - 1)
                 alone_trained["wins"] = alone_trained["wins"] + [0] * (len(specs) - 1)
-                kept_records.append(alone_trained)
-            chunks.append(
+                tally.kept.append(alone_trained)
+            tally.chunks.append(
                 {
                     "steps": steps,
                     "curriculum": scored["curriculum"]["success"],
@@ -272,8 +246,67 @@ def credited_training(
         probe.close()
         if replay_p is not None:
             sampler.replay_p = replay_p
-    trained = _summed(kept_records, levels)
-    record = {"chunks": chunks, **credit.state(), "steps": extra, "levels": scored_levels}
-    if thrown:
-        record["spent"] = thrown
+    trained = _summed(tally.kept, tally.levels)
+    record = {"chunks": tally.chunks, **credit.state(), "steps": tally.extra, "levels": tally.scored_levels}
+    if tally.thrown:
+        record["spent"] = tally.thrown
     return trained, record
+
+
+def _scored(
+    curriculum: Any, alone: Any, config: LoopConfig, number: int, j: int, reserved: set[str], workdir: Path, scored_levels: set[str]
+) -> tuple[dict[str, Any], float]:
+    """Both copies on chunk ``j``'s fresh original-env levels (the same for both), and the paired difference's standard error."""
+    base = config.spec
+    first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
+    seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
+    scored = {
+        name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True, spend=True)
+        for name, learner in (("curriculum", curriculum), ("original", alone))
+    }
+    noise = paired_se(*([scored[c]["outcomes"].get(s, False) for s in seeds] for c in ("curriculum", "original")))  # a lost episode: lost
+    return scored, noise
+
+
+def _shares(trained: dict[str, Any], pieces: list[str], credit: Credit, replays: bool) -> dict[str, float]:
+    """Each piece's share of the curriculum copy's chunk episodes (replay's too, where the sampler replays): what it is credited."""
+    episodes = max(trained["episodes"], 1)
+    shares = {p: trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
+    if replays and credit.weight(REPLAY) > 0:
+        shares[REPLAY] = trained["replays"] / episodes
+    return {p: s for p, s in shares.items() if s > 0}
+
+
+@dataclass
+class _Tally:
+    """What a credited round adds up over its chunks: the kept copies' records, levels played, the extra steps and spend."""
+
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    levels: set[str] = field(default_factory=set)
+    scored_levels: set[str] = field(default_factory=set)
+    extra: int = 0  # env steps of the thrown-away copies and the scoring
+    thrown: dict[str, int] = field(default_factory=dict)  # what the thrown-away copies and the scoring cost an LLM learner's endpoint
+
+
+def _fall_back(
+    arm: Trainee,
+    alone: Any,
+    shadow: Any | None,
+    fork: Path,
+    config: LoopConfig,
+    probe: Any,
+    arm_before: dict[str, int] | None,
+    alone_cost: dict[str, int],
+) -> None:
+    """The curriculum lost the chunk: the arm goes on from the original-only copy (a copy of the shadow, never the shadow itself)."""
+    board = getattr(arm.learner, "board", None)
+    if shadow is None:
+        arm.learner = alone
+    else:  # a copy: the shadow goes on training on the original env alone
+        shadow.save(fork)  # load from the path given, as the fork does (a learner's save may add its suffix)
+        arm.learner = load_learner(config.learner, fork, probe)
+    if arm_before is not None:  # the arm's own spend: its history before the chunk and the kept copy's chunk
+        arm.learner.spent = _plus(arm_before, alone_cost)
+    if board is not None:  # the kept copy goes on logging where the arm logs
+        arm.learner.log_to(board)

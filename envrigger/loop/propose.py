@@ -8,7 +8,7 @@ around a finding's evidence) and :func:`propose`, which also mutates admitted co
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -225,12 +225,25 @@ def propose(
     seen = {h for h, _, _ in admitted} | {base.hash()}
     out: list[Candidate] = []
 
-    def add(candidate: Candidate) -> None:
-        if candidate.hash not in seen and offerable(candidate.spec):
-            seen.add(candidate.hash)
-            out.append(candidate)
+    def add(candidates: Iterable[Candidate]) -> None:
+        for candidate in candidates:
+            if candidate.hash not in seen and offerable(candidate.spec):
+                seen.add(candidate.hash)
+                out.append(candidate)
 
-    # One queue per (finding, transform); taking from each in turn keeps the front of the list varied.
+    add(_catalog(diagnosis, base, rng, per_finding, max_findings, target_all))
+    if easing_first:
+        # Stable: each group keeps its order.
+        out.sort(key=lambda c: (not any(t.name in EASING for t in c.added), not any(t.name == "WalkthroughStart" for t in c.added)))
+    add(_step_outs(base, mastered))
+    add(_mutations(base, rng, admitted, mutations, learnability))
+    return out
+
+
+def _catalog(
+    diagnosis: Diagnosis, base: HarnessSpec, rng: np.random.Generator, per_finding: int, max_findings: int, target_all: bool
+) -> Iterator[Candidate]:
+    """The catalog's candidates for the top findings: one queue per (finding, transform), taken from in turn for variety."""
     queues = []
     for finding in [f for f in diagnosis.findings if f.severity > 0][:max_findings]:
         tried: set[str] = set()
@@ -252,37 +265,44 @@ def propose(
             if not queue:
                 continue
             finding, transform = queue.pop(0)
-            spec = base.extended(transform)
-            add(
-                Candidate(
-                    spec=spec,
-                    added=[TransformSpec(**transform.to_spec())],
-                    finding=finding.name,
-                    finding_stats=finding.stats,
-                    rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
-                    f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
-                    origin="catalog",
-                )
+            yield Candidate(
+                spec=base.extended(transform),
+                added=[TransformSpec(**transform.to_spec())],
+                finding=finding.name,
+                finding_stats=finding.stats,
+                rationale=f"{finding.name} ({finding.title}; severity {finding.severity:.2f}): "
+                f"{transform.name} targets it with {transform.model_dump(exclude_none=True)}",
+                origin="catalog",
             )
-    if easing_first:
-        # Stable: each group keeps its order.
-        out.sort(key=lambda c: (not any(t.name in EASING for t in c.added), not any(t.name == "WalkthroughStart" for t in c.added)))
+
+
+def _step_outs(base: HarnessSpec, mastered: Iterable[tuple[str, HarnessSpec, str]]) -> Iterator[Candidate]:
+    """Each mastered component's next rung (:func:`step_out`): a reverse curriculum that follows the learner outward."""
     for parent_hash, parent, parent_finding in mastered:
         extra = parent.transforms[len(base.transforms) :]
         stepped = [step_out(t) for t in extra]
         if not extra or all(t is None for t in stepped):
             continue
         changed = [new if new is not None else old for old, new in zip(extra, stepped, strict=True)]
-        add(
-            Candidate(
-                spec=base.extended(*changed),
-                added=changed,
-                finding=parent_finding,
-                rationale=f"the learner masters admitted component {parent_hash}: its next rung, {transforms_label(changed)}",
-                origin="step-out",
-                parent=parent_hash,
-            )
+        yield Candidate(
+            spec=base.extended(*changed),
+            added=changed,
+            finding=parent_finding,
+            rationale=f"the learner masters admitted component {parent_hash}: its next rung, {transforms_label(changed)}",
+            origin="step-out",
+            parent=parent_hash,
         )
+
+
+def _mutations(
+    base: HarnessSpec,
+    rng: np.random.Generator,
+    admitted: list[tuple[str, HarnessSpec, str]],
+    mutations: int,
+    learnability: dict[str, float] | None,
+) -> list[Candidate]:
+    """ACCEL-style edits of ``mutations`` admitted components: random ones, or the most learnable first."""
+    out = []
     order = [int(i) for i in rng.permutation(len(admitted))] if admitted else []
     if learnability is not None:  # stable: among equals, the random order
         order.sort(key=lambda i: -learnability.get(admitted[i][0], -1.0))
@@ -294,10 +314,9 @@ def propose(
         position = int(rng.integers(len(extra)))
         mutated = transform_from_spec(extra[position]).mutate(rng)
         changed = [*extra[:position], TransformSpec(**mutated.to_spec()), *extra[position + 1 :]]
-        spec = base.extended(*changed)
-        add(
+        out.append(
             Candidate(
-                spec=spec,
+                spec=base.extended(*changed),
                 added=changed,
                 finding=parent_finding,
                 rationale=f"mutation of admitted component {parent_hash}: {mutated!r}",

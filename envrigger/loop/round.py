@@ -99,15 +99,66 @@ def rigger_round(
     on it; with ``config.step_out`` the components won on more than the band's top share
     (over at least :data:`MASTERED_EPISODES` episodes) get their next rung proposed.
     """
-    base = config.spec
-    rng = np.random.default_rng([config.seed, number])
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
     policy = learner.policy()
+    store, collected = _evidence(workdir, config, policy, number, reserved, evidence, log)
+    seconds["collect"], clock = time.perf_counter() - clock, time.perf_counter()
+    diagnosis = diagnose(store)
+    (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
+    seconds["diagnose"], clock = time.perf_counter() - clock, time.perf_counter()
+    # A round that restarts after a crash sees the library as it was when the round began: what
+    # its killed attempt admitted is validated again (and admitted again under the same id), so
+    # a resumed run reports exactly what an uninterrupted one does.
+    before = [c for c in library.components() if c.round is None or c.round < number]
+    admitted_before = [(c.hash, c.spec, c.finding) for c in before]
+    rejected: dict[str, int] = {}
+    solved = [
+        (h, spec, finding)
+        for h, spec, finding in admitted_before
+        if config.step_out and (wins_tries := (trained or {}).get(h)) is not None and mastered(*wins_tries, config.band)
+    ]
+    candidates = _candidates(diagnosis, config, number, admitted_before, solved, trained, spaces, rejected, log)
+    seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
+    log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
+    validator = Validator(
+        policy, config.spec, workdir / "validate", config.validation(), RoundContext(workdir, config, learner, number, reserved, log)
+    )
+    outcome = _validate_all(validator, candidates, config, library, number, reserved, spaces, admitted_before, rejected, policy.policy_id)
+    seconds["validate"] = time.perf_counter() - clock
+    transfer = validator.gate("transfer")
+    assert isinstance(transfer, Transfer)
+    return {
+        "seconds": seconds,
+        "evidence": {"training_episodes": len(evidence.episodes), "collected": max(config.collect_episodes - len(evidence.episodes), 0)},
+        "collected_success": diagnosis.success_rate,
+        "findings": [f.name for f in diagnosis.findings[:5]],
+        "candidates": len(candidates),
+        **outcome,
+        "rejected_by": rejected,
+        "mastered": [h for h, _, _ in solved],
+        **collected,
+        "validate_steps": validator.env_steps,
+        "transfer_steps": transfer.steps,
+        "transfer_levels": transfer.levels,
+    }
+
+
+def _evidence(
+    workdir: Path,
+    config: LoopConfig,
+    policy: Any,
+    number: int,
+    reserved: set[str],
+    evidence: TrainingEpisodes,
+    log: Callable[[str], None],
+) -> tuple[Any, dict[str, Any]]:
+    """The diagnosis's store: the learner's own training episodes, topped up with fresh ones if fewer than asked for."""
+    base = config.spec
     store = evidence.save(workdir / "evidence", base, policy.policy_id)
     recorded = len(evidence.episodes)
     missing = config.collect_episodes - recorded
-    collect_steps, collect_levels = 0, set()
+    collected: dict[str, Any] = {"collect_steps": 0, "collect_levels": set()}
     if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
         collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
         log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
@@ -120,19 +171,28 @@ def rigger_round(
         )
         table = store.episodes_table(["episode_id", "length", "level_id"])
         fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
-        collect_steps, collect_levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
-    seconds["collect"], clock = time.perf_counter() - clock, time.perf_counter()
-    diagnosis = diagnose(store)
-    (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
-    seconds["diagnose"], clock = time.perf_counter() - clock, time.perf_counter()
-    # A round that restarts after a crash sees the library as it was when the round began: what
-    # its killed attempt admitted is validated again (and admitted again under the same id), so
-    # a resumed run reports exactly what an uninterrupted one does.
-    before = [c for c in library.components() if c.round is None or c.round < number]
-    admitted_before = [(c.hash, c.spec, c.finding) for c in before]
-    # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
+        collected = {
+            "collect_steps": int(np.sum(fresh.column("length").to_numpy())),
+            "collect_levels": set(fresh.column("level_id").to_pylist()),
+        }
+    return store, collected
+
+
+def _candidates(
+    diagnosis: Any,
+    config: LoopConfig,
+    number: int,
+    admitted_before: list[tuple[str, HarnessSpec, str]],
+    solved: list[tuple[str, HarnessSpec, str]],
+    trained: dict[str, tuple[int, int]] | None,
+    spaces: tuple[Any, Any],
+    rejected: dict[str, int],
+    log: Callable[[str], None],
+) -> list[Candidate]:
+    """The round's candidates: the LLM proposer's and the catalog's, mutations and next rungs up to half the slots."""
+    base = config.spec
+    rng = np.random.default_rng([config.seed, number])
     proposals: list[Any] = []
-    rejected: dict[str, int] = {}
     if config.proposer in ("llm", "both"):
         from envrigger.agents import Endpoint
         from envrigger.loop.llm_propose import llm_propose
@@ -153,12 +213,9 @@ def rigger_round(
         )
         rejected |= {f"llm_{why}": count for why, count in refused.items()}  # counted beside the gates' rejections
         log(f"round {number}: the LLM proposer gave {len(proposals)} valid proposals ({refused or 'none rejected'})")
-    solved = [
-        (h, spec, finding)
-        for h, spec, finding in admitted_before
-        if config.step_out and (wins_tries := (trained or {}).get(h)) is not None and mastered(*wins_tries, config.band)
-    ]
+    learnability = _learnability(trained) if config.mutate == "learnability" else None
     if config.proposer in ("catalog", "both"):
+        # An agent that rarely succeeds cannot learn a harder env inside the band: try the reshapings that ease levels first.
         proposals += propose(
             diagnosis,
             base,
@@ -167,19 +224,12 @@ def rigger_round(
             easing_first=diagnosis.success_rate < config.band[0],
             mastered=solved,
             target_all=config.target_all,
-            learnability=_learnability(trained) if config.mutate == "learnability" else None,
+            learnability=learnability,
         )
     else:
         proposals += [
             c
-            for c in propose(
-                diagnosis,
-                base,
-                rng,
-                admitted=admitted_before,
-                mastered=solved,
-                learnability=_learnability(trained) if config.mutate == "learnability" else None,
-            )
+            for c in propose(diagnosis, base, rng, admitted=admitted_before, mastered=solved, learnability=learnability)
             if c.origin != "catalog"
         ]
     # A learner trains on every env of its curriculum at once: they must share its observation and action spaces.
@@ -187,12 +237,23 @@ def rigger_round(
     # Next rungs of mastered components, then mutations of admitted ones (ACCEL), get up to half of the slots; catalog proposals the rest.
     mutations = [c for c in usable if c.origin in ("step-out", "mutation")][: max(config.candidates_per_round // 2, 1 if solved else 0)]
     catalog = [c for c in usable if c.origin not in ("step-out", "mutation")][: config.candidates_per_round - len(mutations)]
-    candidates = catalog + mutations
-    seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
-    log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
-    validator = Validator(
-        policy, base, workdir / "validate", config.validation(), RoundContext(workdir, config, learner, number, reserved, log)
-    )
+    return catalog + mutations
+
+
+def _validate_all(
+    validator: Validator,
+    candidates: list[Candidate],
+    config: LoopConfig,
+    library: Library,
+    number: int,
+    reserved: set[str],
+    spaces: tuple[Any, Any],
+    admitted_before: list[tuple[str, HarnessSpec, str]],
+    rejected: dict[str, int],
+    agent_id: str,
+) -> dict[str, Any]:
+    """Validate every candidate in turn (a step-in's nearer rung right after the easing it follows); admit those that pass."""
+    base = config.spec
     validation_levels: set[str] = set()
     validation_seeds = first_free(
         base,
@@ -227,7 +288,7 @@ def rigger_round(
                 rationale=candidate.rationale,
                 gates=[g.model_dump() for g in result.gates],
                 seeds=result.seeds,
-                agent_id=policy.policy_id,
+                agent_id=agent_id,
                 finding_stats=candidate.finding_stats,
                 origin=candidate.origin,
                 parent=candidate.parent,
@@ -249,24 +310,4 @@ def rigger_round(
                 candidates.insert(index + 1, nearer)  # validated next, in this round: the agent need not wait a round at 0%
                 stepped_in += 1
         index += 1
-    seconds["validate"] = time.perf_counter() - clock
-    transfer = validator.gate("transfer")
-    assert isinstance(transfer, Transfer)
-    return {
-        "seconds": seconds,
-        "evidence": {"training_episodes": len(evidence.episodes), "collected": max(missing, 0)},
-        "collected_success": diagnosis.success_rate,
-        "findings": [f.name for f in diagnosis.findings[:5]],
-        "candidates": len(candidates),
-        "admitted": admitted,
-        "admitted_labels": labels,
-        "rejected_by": rejected,
-        "tried": tried,
-        "mastered": [h for h, _, _ in solved],
-        "collect_steps": collect_steps,
-        "validate_steps": validator.env_steps,
-        "transfer_steps": transfer.steps,
-        "collect_levels": collect_levels,
-        "validate_levels": validation_levels,
-        "transfer_levels": transfer.levels,
-    }
+    return {"admitted": admitted, "admitted_labels": labels, "tried": tried, "validate_levels": validation_levels}
