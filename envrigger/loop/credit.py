@@ -187,12 +187,7 @@ def credited_training(
     workdir.mkdir(parents=True)
     try:
         for j, (start, steps) in enumerate(chunk_plan(config, arm.learner, number)):
-            weights = [1.0, *(credit.weight(p) for p in pieces)]
-            chooser = getattr(sampler, "chooser", None) or sampler
-            if hasattr(chooser, "weights"):
-                chooser.weights = np.array(weights)
-            if replay_p is not None:
-                sampler.replay_p = replay_p * min(1.0, credit.weight(REPLAY))
+            _weigh(sampler, credit, pieces, replay_p)
             fork = workdir / f"fork-{j}"
             if shadow is None:
                 arm.learner.save(fork)
@@ -231,14 +226,8 @@ def credited_training(
                 alone_trained["wins"] = alone_trained["wins"] + [0] * (len(specs) - 1)
                 tally.kept.append(alone_trained)
             tally.chunks.append(
-                {
-                    "steps": steps,
-                    "curriculum": scored["curriculum"]["success"],
-                    "original": scored["original"]["success"],
-                    "se": noise,
-                    "kept": "curriculum" if keep else "original",
-                    "shares": shares,
-                }
+                {"steps": steps, "curriculum": scored["curriculum"]["success"], "original": scored["original"]["success"], "se": noise}
+                | {"kept": "curriculum" if keep else "original", "shares": shares}
             )
             shutil.rmtree(workdir / f"score-{j}-curriculum", ignore_errors=True)
             shutil.rmtree(workdir / f"score-{j}-original", ignore_errors=True)
@@ -251,6 +240,15 @@ def credited_training(
     if tally.thrown:
         record["spent"] = tally.thrown
     return trained, record
+
+
+def _weigh(sampler: Any, credit: Credit, pieces: list[str], replay_p: float | None) -> None:
+    """Set the sampler's weights from the credit: each piece's (the original's is 1), and replay's probability."""
+    chooser = getattr(sampler, "chooser", None) or sampler
+    if hasattr(chooser, "weights"):
+        chooser.weights = np.array([1.0, *(credit.weight(p) for p in pieces)])
+    if replay_p is not None:
+        sampler.replay_p = replay_p * min(1.0, credit.weight(REPLAY))
 
 
 def _scored(

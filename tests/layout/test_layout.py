@@ -188,3 +188,25 @@ def _private_imports() -> list[str]:
 def test_no_private_name_is_imported_from_another_module():
     # A name another module needs is part of its module's interface: public, and documented there.
     assert _private_imports() == []
+
+
+def _function_lengths(folder: Path) -> dict[str, int]:
+    """Every function and method under ``folder``, by ``module:name``, and its length in lines (docstring included)."""
+    lengths: dict[str, int] = {}
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                module = ".".join(path.relative_to(folder).with_suffix("").parts)
+                lengths[f"{module}:{node.name}"] = int(node.end_lineno or node.lineno) - node.lineno + 1
+    return lengths
+
+
+def test_the_loop_reads_as_its_story_and_no_function_in_it_is_over_100_lines():
+    lengths = _function_lengths(ROOT / "envrigger" / "loop")
+    assert lengths["run:_run_loop"] <= 80
+    assert {name: n for name, n in lengths.items() if n > 100} == {}
+
+
+def test_the_length_check_sees_a_long_function(tmp_path):
+    (tmp_path / "long.py").write_text("def long():\n" + "    x = 1\n" * 120, encoding="utf-8")
+    assert max(_function_lengths(tmp_path).values()) == 121

@@ -31,13 +31,14 @@ import importlib
 import pkgutil
 from typing import Any
 
-_REGISTRY: dict[str, Any] = {}
+ARM_CLASSES: dict[str, Any] = {}
+"""Every arm class registered so far, by name (read it through :func:`registered`, which loads the stock arms first)."""
 _LOADED: list[bool] = []
 
 
 def register_arm(cls: Any) -> Any:
     """Class decorator: enrol an arm under its ``name`` (a second arm of the same name replaces the first)."""
-    _REGISTRY[cls.name] = cls
+    ARM_CLASSES[cls.name] = cls
     return cls
 
 
@@ -47,7 +48,7 @@ def registered() -> dict[str, Any]:
         _LOADED.append(True)
         for module in pkgutil.iter_modules(__path__):
             importlib.import_module(f"{__name__}.{module.name}")
-    return dict(sorted(_REGISTRY.items(), key=lambda item: (item[1].order, item[0])))
+    return dict(sorted(ARM_CLASSES.items(), key=lambda item: (item[1].order, item[0])))
 
 
 def check_arms(names: list[str]) -> list[str]:
@@ -63,4 +64,4 @@ def check_arms(names: list[str]) -> list[str]:
     return [name for name in arms if name in names]  # a fixed order, so every run trains arms alike
 
 
-__all__ = ["check_arms", "register_arm", "registered"]
+__all__ = ["ARM_CLASSES", "check_arms", "register_arm", "registered"]
