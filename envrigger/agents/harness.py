@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from envharness.adapters import family_of_id
 from envharness.errors import SpecError
 from envrigger.agents.template import compile_template, render
-from envrigger.families import family
+from envrigger.family_registry import family
 
 
 class Sampling(BaseModel):

@@ -17,7 +17,7 @@ import gymnasium as gym
 
 from envharness.errors import SpecError
 from envharness.toolcall import parse_tool_call
-from envrigger.families import family_of
+from envrigger.family_registry import family_of
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)
 

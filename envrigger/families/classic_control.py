@@ -1,7 +1,7 @@
 """The classic-control family: a controller for CartPole (and its physics levels) and for MountainCar.
 
 Contains :data:`FAMILY` and :func:`controller`, its reference solver. Acrobot has none yet:
-asking for one is a :class:`~envrigger.families.registry.MissingPart` that names it.
+asking for one is a :class:`~envrigger.family_registry.MissingPart` that names it.
 
 Example:
     >>> import envharness
@@ -10,7 +10,7 @@ Example:
     >>> controller(envharness.wrap("Acrobot-v1"))
     Traceback (most recent call last):
     ...
-    envrigger.families.registry.MissingPart: family 'classic_control' has no reference solver for AcrobotEnv; use --policy random or pass your own policy
+    envrigger.family_registry.MissingPart: family 'classic_control' has no reference solver for AcrobotEnv; use --policy random or pass your own policy
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import gymnasium as gym
 from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.classic_control.mountain_car import MountainCarEnv
 
-from envrigger.families.registry import Family, MissingPart, register_family
+from envrigger.family_registry import Family, MissingPart, register_family
 from envrigger.policies.reference import CartPoleController, MountainCarController
 
 _CONTROLLERS: tuple[tuple[type, Any], ...] = ((CartPoleEnv, CartPoleController), (MountainCarEnv, MountainCarController))

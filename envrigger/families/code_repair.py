@@ -18,7 +18,7 @@ import gymnasium as gym
 
 from envrigger.agents.harness import AgentHarness, ParseRules
 from envrigger.agents.textview import TextView, view_from_spaces
-from envrigger.families.registry import Family, register_family
+from envrigger.family_registry import Family, register_family
 from envrigger.policies.reference import CodeRepairSolver
 
 CODE_SYSTEM = (

@@ -11,7 +11,7 @@ Example:
 from __future__ import annotations
 
 from envharness.adapters import minigrid_search
-from envrigger.families.registry import Family, register_family
+from envrigger.family_registry import Family, register_family
 from envrigger.policies.reference import MiniGridPlanner
 
 FAMILY = register_family(Family("minigrid", reference_solver=MiniGridPlanner, search=minigrid_search))

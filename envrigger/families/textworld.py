@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from envrigger.agents.harness import AgentHarness
 from envrigger.agents.textview import view_from_spaces
-from envrigger.families.registry import Family, register_family
+from envrigger.family_registry import Family, register_family
 from envrigger.policies.reference import TextWorldSolver
 
 TEXTWORLD_SYSTEM = (

@@ -9,7 +9,7 @@ Example:
 
 from __future__ import annotations
 
-from envrigger.families.registry import Family, register_family
+from envrigger.family_registry import Family, register_family
 from envrigger.policies.reference import TabularPlanner
 
 FAMILY = register_family(Family("toy_text", reference_solver=TabularPlanner))

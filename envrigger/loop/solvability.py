@@ -30,7 +30,7 @@ from typing import Any
 from envharness.adapters.minigrid_search import MAX_STATES, Fact
 from envharness.spec import HarnessSpec
 from envharness.transforms import transform_from_spec
-from envrigger.families import LevelSearch, family_of
+from envrigger.family_registry import LevelSearch, family_of
 
 
 def searchable(spec: HarnessSpec) -> bool:

@@ -65,7 +65,7 @@ def reference_policy(env: gym.Env) -> Policy:
 
     A family without one is a :class:`~envrigger.families.MissingPart` (a ``ValueError``) that names it.
     """
-    from envrigger.families import MissingPart, family_of
+    from envrigger.family_registry import MissingPart, family_of
 
     try:
         solver = family_of(env).part("reference_solver")

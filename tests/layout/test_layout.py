@@ -210,3 +210,50 @@ def test_the_loop_reads_as_its_story_and_no_function_in_it_is_over_100_lines():
 def test_the_length_check_sees_a_long_function(tmp_path):
     (tmp_path / "long.py").write_text("def long():\n" + "    x = 1\n" * 120, encoding="utf-8")
     assert max(_function_lengths(tmp_path).values()) == 121
+
+
+# envrigger's parts from the bottom up: a module may import its own layer and those below, never one above. The
+# registries sit low (family_registry below the agents and policies that consult it, the families that fill it above
+# them); a report reads the loop's results, a ledger draws with the report's plots, the command line uses everything.
+LAYERS = (
+    {"errors", "stats", "options", "structured", "family_registry"},
+    {"data"},
+    {"policies", "skills"},
+    {"agents", "rollout"},
+    {"families"},
+    {"diagnose"},
+    {"loop"},
+    {"report", "live", "integrations"},
+    {"ledger", "export"},
+    {"cli"},
+)
+# Imports up the layers still to be turned (issue 58): the loop scores a round's behaviour diversity with the ledger's
+# measures (loop.evaluate -> ledger.evaluate.diversity, loop.arms.base -> ledger.attribution.collapse).
+STILL_UPWARD = {
+    (importer, imported)
+    for importer, module in (("envrigger.loop.evaluate", "evaluate"), ("envrigger.loop.arms.base", "attribution"))
+    for imported in ("envrigger.ledger", f"envrigger.ledger.{module}")  # the package's face runs first
+}
+
+
+def _layer(module: str) -> int:
+    part = module.split(".")[1] if module.count(".") else ""
+    return next(i for i, layer in enumerate(LAYERS) if part in layer)
+
+
+def _upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Every (importer, imported) pair of envrigger modules where the imported module sits in a higher layer."""
+    inside = {m for m in graph if m.startswith("envrigger.") and m.count(".")}
+    return {(m, n) for m in inside for n in graph[m] if n in inside and _layer(n) > _layer(m)}
+
+
+def test_every_part_of_envrigger_has_a_layer_and_imports_only_down_the_layers():
+    graph = _graph()
+    parts = {m.split(".")[1] for m in graph if m.startswith("envrigger.") and m.count(".")}
+    assert parts == set().union(*LAYERS)  # a new part is given its layer here
+    assert _upward(graph) == STILL_UPWARD
+
+
+def test_the_layer_check_sees_an_import_up_the_layers():
+    graph = {"envrigger.policies.random": {"envrigger.families.minigrid"}, "envrigger.families.minigrid": {"envrigger.policies.random"}}
+    assert _upward(graph) == {("envrigger.policies.random", "envrigger.families.minigrid")}

@@ -11,7 +11,7 @@ from envharness.adapters import adapter_families
 from envharness.spec import HarnessSpec
 from envharness.transforms import TRANSFORMS
 from envrigger.agents import AgentHarness, default_harness, text_view
-from envrigger.families import Family, MissingPart, families, family, family_of, register_family
+from envrigger.family_registry import Family, MissingPart, families, family, family_of, register_family
 from envrigger.loop.solvability import search_levels, searchable
 from envrigger.policies import reference_policy
 

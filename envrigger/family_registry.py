@@ -6,13 +6,15 @@ adapter), :func:`families` (every registered family) and :class:`MissingPart` (t
 named absence a lookup raises when a family lacks a part).
 
 The key is :attr:`Adapter.family <envharness.adapters.base.Adapter.family>`: envharness
-registers a family's adapters (``@register_adapter``), and the family's module in this
-package registers the rest: its reference solver, text view, default agent harness and
+registers a family's adapters (``@register_adapter``), and the family's module in
+:mod:`envrigger.families` registers the rest: its reference solver, text view, default agent harness and
 level search. Catalog transforms name the families they are written for themselves
 (``Transform.families``), so a family's remedies need no entry here. The registry
-imports every module of this package the first time it is asked, so a new family module
-is found without an edit to any list, and no consumer imports a family module (which
-imports the consumers' classes) at import time.
+imports every module of :mod:`envrigger.families` the first time it is asked, so a new
+family module is found without an edit to any list, and no consumer imports a family
+module (which imports the consumers' classes) at import time. It sits below the packages
+that consult it (agents, policies) and the family modules that fill it: it imports nothing
+of envrigger.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class Family:
         >>> family("generic").part("reference_solver")
         Traceback (most recent call last):
         ...
-        envrigger.families.registry.MissingPart: family 'generic' has no reference solver
+        envrigger.family_registry.MissingPart: family 'generic' has no reference solver
     """
 
     key: str
@@ -111,15 +113,14 @@ def register_family(record: Family) -> Family:
 
 
 def _discover() -> None:
-    """Import every family module of this package once: each registers its family on import."""
+    """Import every module of :mod:`envrigger.families` once: each registers its family on import."""
     global _discovered
     if _discovered:
         return
     _discovered = True
-    package = importlib.import_module(__name__.rpartition(".")[0])
+    package = importlib.import_module("envrigger.families")
     for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if module.name != "registry":
-            importlib.import_module(f"{package.__name__}.{module.name}")
+        importlib.import_module(f"{package.__name__}.{module.name}")
 
 
 def family(key: str) -> Family:
