@@ -57,6 +57,14 @@ TIMEOUT_S = Field(
     description="seconds one candidate's validation may take before it is refused; off by default (None), because a "
     "wall-clock limit makes what is admitted depend on the machine's load: the env-step budget bounds validation",
 )
+REFERENCE_ROLLOUTS = Field(8, ge=1, le=1000, description="reference-solver episodes the integrity, solvability and shortcut gates play")
+SOLVABLE_MIN = Field(0.5, ge=0.0, le=1.0, description="share of a candidate's levels the solver (or the search) must win")
+SOLVABLE_FRACTION = Field(
+    0.5, ge=0.0, le=1.0, description="the solver may instead win this fraction of its own rate on the original env, when that is lower"
+)
+REGION_MIN_SHARE = Field(0.25, ge=0.0, le=1.0, description="share of a feature-region candidate's levels inside the region")
+NOVELTY_SUCCESS_TOL = Field(0.05, ge=0.0, le=1.0, description="success-rate gap within which two envs behave alike (novelty)")
+NOVELTY_LENGTH_TOL = Field(0.05, ge=0.0, le=1.0, description="relative mean-length gap within which two envs behave alike (novelty)")
 BACKEND = Field("process", description="rollout backend: serial, process or ray")
 WORKERS = Field(None, ge=1, description="rollout worker processes (default: all cores)")
 ROLLOUT_BATCH = Field(
@@ -86,8 +94,8 @@ def _known_backend(value: str) -> str:
 class ValidationConfig(BaseModel):
     """Gate thresholds and budgets (see docs/envrigger.md for what each means); :meth:`LoopConfig.validation` makes the loop's.
 
-    The settings the loop shares (band, confidence, rollouts, timeout, backend) are the same
-    fields as :class:`LoopConfig`'s, with the same bounds and defaults.
+    Every field is also a :class:`LoopConfig` field of the same name, bounds and default, so
+    each is set once, in ``loop.json`` or on the command line (``envrigger run --solvable-min``...).
 
     Example:
         >>> ValidationConfig(backend="serial").min_rollouts == LoopConfig.model_fields["min_rollouts"].default
@@ -107,22 +115,20 @@ class ValidationConfig(BaseModel):
     confidence: float = CONFIDENCE
     min_rollouts: int = MIN_ROLLOUTS
     max_rollouts: int = MAX_ROLLOUTS
-    reference_rollouts: int = Field(
-        8, ge=1, le=1000, description="reference-solver episodes the integrity, solvability and shortcut gates play"
-    )
-    solvable_min: float = Field(0.5, ge=0.0, le=1.0, description="share of levels the solver (or the search) must win")
-    solvable_fraction: float = Field(0.5, ge=0.0, le=1.0, description="...or this fraction of the solver's rate on the original env")
-    region_min_share: float = Field(0.25, ge=0.0, le=1.0, description="share of a feature-region candidate's levels inside the region")
-    novelty_success_tol: float = Field(0.05, ge=0.0, le=1.0, description="success gap within which two envs behave alike")
-    novelty_length_tol: float = Field(0.05, ge=0.0, le=1.0, description="relative mean-length gap within which two envs behave alike")
-    max_steps: int | None = MAX_STEPS
-    timeout_s: float | None = TIMEOUT_S
+    reference_rollouts: int = REFERENCE_ROLLOUTS
+    solvable_min: float = SOLVABLE_MIN
+    solvable_fraction: float = SOLVABLE_FRACTION
+    region_min_share: float = REGION_MIN_SHARE
+    novelty_success_tol: float = NOVELTY_SUCCESS_TOL
+    novelty_length_tol: float = NOVELTY_LENGTH_TOL
+    candidate_max_steps: int | None = MAX_STEPS
+    candidate_timeout_s: float | None = TIMEOUT_S
     backend: str = BACKEND
     workers: int | None = WORKERS
-    batch: int = ROLLOUT_BATCH  # a policy that acts in batches plays this many episodes at once, in this process (see backend_for)
+    rollout_batch: int = ROLLOUT_BATCH  # a policy that acts in batches plays this many episodes at once, in this process
 
     _backend = field_validator("backend")(_known_backend)
-    _budgets = field_validator("max_steps", "timeout_s", mode="before")(_not_a_switch)
+    _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
 
 
 class LoopConfig(BaseModel):
@@ -179,6 +185,12 @@ class LoopConfig(BaseModel):
     confidence: float = CONFIDENCE
     min_rollouts: int = MIN_ROLLOUTS
     max_rollouts: int = MAX_ROLLOUTS
+    reference_rollouts: int = REFERENCE_ROLLOUTS
+    solvable_min: float = SOLVABLE_MIN
+    solvable_fraction: float = SOLVABLE_FRACTION
+    region_min_share: float = REGION_MIN_SHARE
+    novelty_success_tol: float = NOVELTY_SUCCESS_TOL
+    novelty_length_tol: float = NOVELTY_LENGTH_TOL
     candidate_max_steps: int | None = MAX_STEPS
     candidate_timeout_s: float | None = TIMEOUT_S
     transfer_steps: int = Field(
@@ -341,14 +353,6 @@ class LoopConfig(BaseModel):
         return self.heldout_spec or self.spec
 
     def validation(self) -> ValidationConfig:
-        return ValidationConfig(
-            band=self.band,
-            confidence=self.confidence,
-            min_rollouts=self.min_rollouts,
-            max_rollouts=max(self.max_rollouts, self.min_rollouts),
-            max_steps=self.candidate_max_steps,
-            timeout_s=self.candidate_timeout_s,
-            backend=self.backend,
-            workers=self.workers,
-            batch=self.rollout_batch,
-        )
+        """The validator's settings: this config's fields of the same names (the rollouts at most never below the first batch)."""
+        shared = {name: getattr(self, name) for name in ValidationConfig.model_fields}
+        return ValidationConfig(**{**shared, "max_rollouts": max(self.max_rollouts, self.min_rollouts)})

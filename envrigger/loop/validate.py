@@ -126,7 +126,11 @@ class Validator:
         before = _interaction(TrajectoryStore(path)) if (path / "run.json").is_file() else 0
         searched = steps_taken()
         store = rollout(
-            spec, self.agent, seeds=seeds, out=path, **backend_for(self.agent, self.config.backend, self.config.workers, self.config.batch)
+            spec,
+            self.agent,
+            seeds=seeds,
+            out=path,
+            **backend_for(self.agent, self.config.backend, self.config.workers, self.config.rollout_batch),
         )
         self._rollout_searches += steps_taken() - searched
         self.env_steps += _interaction(store) - before

@@ -41,19 +41,17 @@ def test_every_loop_setting_is_an_option_or_says_why_not():
     assert all(reason.strip() for reason in NOT_RUN_FLAGS.values())
 
 
-def test_the_validators_and_the_loops_shared_settings_agree():
-    shared = {"band": "band", "confidence": "confidence", "min_rollouts": "min_rollouts", "max_rollouts": "max_rollouts"}
-    shared |= {
-        "timeout_s": "candidate_timeout_s",
-        "max_steps": "candidate_max_steps",
-        "backend": "backend",
-        "workers": "workers",
-        "batch": "rollout_batch",
-    }
-    for mine, loops in shared.items():
-        assert ValidationConfig.model_fields[mine].default == LoopConfig.model_fields[loops].default, mine
-        assert ValidationConfig.model_fields[mine].metadata == LoopConfig.model_fields[loops].metadata, mine
+def test_every_validation_setting_is_a_loop_setting_of_the_same_name_default_and_bounds():
+    # One name per setting: the gate thresholds and validation budgets are set in loop.json or on the command line.
+    for name, info in ValidationConfig.model_fields.items():
+        loops = LoopConfig.model_fields[name]
+        assert (info.default, info.metadata, info.description) == (loops.default, loops.metadata, loops.description), name
     assert LoopConfig(spec={"env_id": "FrozenLake-v1"}).validation() == ValidationConfig()
+    gates = {"reference_rollouts": 3, "solvable_min": 0.9, "solvable_fraction": 0.1, "region_min_share": 0.6}
+    gates |= {"novelty_success_tol": 0.2, "novelty_length_tol": 0.3, "candidate_max_steps": 500, "rollout_batch": 4}
+    saved = LoopConfig.saved({"spec": {"env_id": "FrozenLake-v1"}, **gates})  # as loop.json holds them
+    assert {name: getattr(saved.validation(), name) for name in gates} == gates
+    assert all(f"--{name.replace('_', '-')}" in _run_params()[name].opts for name in gates if name in RUN_FLAGS)
 
 
 def test_the_learner_help_names_every_learner_kind():

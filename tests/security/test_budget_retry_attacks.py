@@ -181,7 +181,7 @@ def fast_clock(monkeypatch, factor: float) -> None:
 def test_b1_searches_before_a_timed_gate_are_counted_and_refuse_past_the_budget(tmp_path):
     with registered(Searches, Stops):
         free = validator(UNLOCK, tmp_path / "free").validate(candidate(UNLOCK, NEAR), SEEDS)
-        tight = validator(UNLOCK, tmp_path / "tight", max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
+        tight = validator(UNLOCK, tmp_path / "tight", candidate_max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
     assert free.env_steps > 10_000 and free.error is None  # MiniGrid-Unlock's subgoal searches, charged
     assert tight.error is not None and tight.error.startswith("budget:") and tight.env_steps == free.env_steps
     assert [g.gate for g in tight.gates] == ["attack_searches"]  # refused before the next gate ran
@@ -193,9 +193,9 @@ def test_b1_searches_before_a_timed_gate_are_counted_and_refuse_past_the_budget(
 # order, or any gate after the transfer gate) are neither in env_steps nor in the budget.
 def test_b1_a_no_op_own_budget_gate_does_not_hide_the_searches_of_the_gates_after_it(tmp_path):
     with registered(Searches, Stops):
-        plain = validator(UNLOCK, tmp_path / "plain", max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
+        plain = validator(UNLOCK, tmp_path / "plain", candidate_max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
     with registered(OwnBudget, Searches, Stops):
-        hidden = validator(UNLOCK, tmp_path / "hidden", max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
+        hidden = validator(UNLOCK, tmp_path / "hidden", candidate_max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
     assert plain.env_steps > 10_000 and plain.error is not None and plain.error.startswith("budget:")
     assert hidden.env_steps == plain.env_steps, f"{hidden.env_steps} env steps recorded for {plain.env_steps} taken"
     assert hidden.error is not None and hidden.error.startswith("budget:"), hidden.error
@@ -206,9 +206,9 @@ def test_b1_a_no_op_own_budget_gate_does_not_hide_the_searches_of_the_gates_afte
 # (even through the validator's own charged helper subgoals_of) are never charged, and the budget never sees them.
 def test_b1_searches_a_gate_runs_on_worker_threads_are_charged_as_on_its_own_thread(tmp_path):
     with registered(Searches, Stops):
-        serial = validator(UNLOCK, tmp_path / "serial", max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
+        serial = validator(UNLOCK, tmp_path / "serial", candidate_max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
     with registered(ThreadedSearches, Stops):
-        threaded = validator(UNLOCK, tmp_path / "threaded", max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
+        threaded = validator(UNLOCK, tmp_path / "threaded", candidate_max_steps=1000).validate(candidate(UNLOCK, NEAR), SEEDS)
     assert serial.env_steps > 10_000 and serial.error is not None and serial.error.startswith("budget:")
     assert threaded.env_steps == serial.env_steps, f"{threaded.env_steps} env steps recorded for {serial.env_steps} taken"
     assert threaded.error is not None and threaded.error.startswith("budget:"), threaded.error
@@ -219,18 +219,18 @@ def test_b1_searches_a_gate_runs_on_worker_threads_are_charged_as_on_its_own_thr
 # number of env steps past max_steps unseen (here 2,000 steps against a budget of 100, recorded as 0).
 def test_b1_steps_of_a_played_episode_that_raised_are_charged(tmp_path):
     with registered(CrashingPlays, Stops):
-        result = validator(LAKE, tmp_path / "v", max_steps=100).validate(candidate(LAKE, NEAR), SEEDS)
+        result = validator(LAKE, tmp_path / "v", candidate_max_steps=100).validate(candidate(LAKE, NEAR), SEEDS)
     assert result.env_steps >= 50 * 40, f"{result.env_steps} env steps recorded for 2,000 played"
     assert result.error is not None and result.error.startswith("budget:"), result.error
 
 
 def test_b1_a_budget_exactly_what_validation_takes_passes_one_less_is_refused_alike_twice(tmp_path):
     whole = validator(LAKE, tmp_path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(LAKE, NEAR), SEEDS)
-    exact = validator(LAKE, tmp_path / "exact", max_steps=whole.env_steps, min_rollouts=30, max_rollouts=90).validate(
+    exact = validator(LAKE, tmp_path / "exact", candidate_max_steps=whole.env_steps, min_rollouts=30, max_rollouts=90).validate(
         candidate(LAKE, NEAR), SEEDS
     )
     short = [
-        validator(LAKE, tmp_path / f"short{i}", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90).validate(
+        validator(LAKE, tmp_path / f"short{i}", candidate_max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90).validate(
             candidate(LAKE, NEAR), SEEDS
         )
         for i in range(2)
@@ -241,7 +241,9 @@ def test_b1_a_budget_exactly_what_validation_takes_passes_one_less_is_refused_al
 
 
 def test_b1_a_huge_budget_is_no_budget_and_formats(tmp_path):
-    result = validator(LAKE, tmp_path / "v", max_steps=10**30, min_rollouts=30, max_rollouts=90).validate(candidate(LAKE, NEAR), SEEDS)
+    result = validator(LAKE, tmp_path / "v", candidate_max_steps=10**30, min_rollouts=30, max_rollouts=90).validate(
+        candidate(LAKE, NEAR), SEEDS
+    )
     assert result.passed and result.error is None
 
 
@@ -254,7 +256,9 @@ def test_b1_a_huge_budget_is_no_budget_and_formats(tmp_path):
 def test_b2_a_loaded_machine_counts_and_decides_as_an_idle_one_with_no_timeout_set(tmp_path, monkeypatch):
     def run(path):
         policy = BatchedRandom(LAKE.build().action_space, seed=0)
-        return validator(LAKE, path, policy=policy, batch=8, min_rollouts=30, max_rollouts=90).validate(candidate(LAKE, NEAR), SEEDS)
+        return validator(LAKE, path, policy=policy, rollout_batch=8, min_rollouts=30, max_rollouts=90).validate(
+            candidate(LAKE, NEAR), SEEDS
+        )
 
     idle = run(tmp_path / "idle")
     fast_clock(monkeypatch, 1e3)  # a machine a thousand times slower
@@ -267,7 +271,9 @@ def test_b2_a_loaded_machine_counts_and_decides_as_an_idle_one_with_no_timeout_s
 
 def test_b2_a_clock_asked_for_binds(tmp_path, monkeypatch):
     fast_clock(monkeypatch, 1e5)
-    result = validator(LAKE, tmp_path / "v", timeout_s=5.0, min_rollouts=30, max_rollouts=90).validate(candidate(LAKE, NEAR), SEEDS)
+    result = validator(LAKE, tmp_path / "v", candidate_timeout_s=5.0, min_rollouts=30, max_rollouts=90).validate(
+        candidate(LAKE, NEAR), SEEDS
+    )
     assert not result.passed and result.error is not None and result.error.startswith("timeout")
 
 
@@ -282,7 +288,7 @@ def test_b3_a_run_saved_before_the_budget_resumes_with_its_300_s_clock_and_no_st
     old = saved_config(candidate_timeout_s=300.0)  # the old default, written into every loop.json then
     old.pop("candidate_max_steps")
     config = LoopConfig.saved(json.dumps(old)).validation()
-    assert (config.max_steps, config.timeout_s) == (None, 300.0)
+    assert (config.candidate_max_steps, config.candidate_timeout_s) == (None, 300.0)
     bare = {"spec": {"env_id": "FrozenLake-v1"}}  # a loop.json without either field
     assert (LoopConfig.saved(bare).candidate_max_steps, LoopConfig.saved(bare).candidate_timeout_s) == (None, 300.0)
     fast_clock(monkeypatch, 1e5)
@@ -297,7 +303,7 @@ def test_b3_a_new_runs_budget_and_no_clock_survive_a_resume():
     config = LoopConfig.saved(LoopConfig(spec=LAKE).model_dump_json())
     assert (config.candidate_max_steps, config.candidate_timeout_s) == (10_000_000, None)
     none = LoopConfig.saved(json.dumps(saved_config(candidate_max_steps=None)))
-    assert (none.validation().max_steps, none.validation().timeout_s) == (None, None)
+    assert (none.validation().candidate_max_steps, none.validation().candidate_timeout_s) == (None, None)
 
 
 @pytest.mark.parametrize(

@@ -106,10 +106,10 @@ class GateContext:
         seconds to the same admissions everywhere.
         """
         config = self.validator.config
-        if config.max_steps is not None and (steps := self.spent()) > config.max_steps:
-            raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({config.max_steps:,})")
-        if clock and config.timeout_s is not None and time.perf_counter() - self.started > config.timeout_s:
-            raise Rejected(f"timeout: validation took longer than {config.timeout_s:g} s (candidate_timeout_s)")
+        if config.candidate_max_steps is not None and (steps := self.spent()) > config.candidate_max_steps:
+            raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({config.candidate_max_steps:,})")
+        if clock and config.candidate_timeout_s is not None and time.perf_counter() - self.started > config.candidate_timeout_s:
+            raise Rejected(f"timeout: validation took longer than {config.candidate_timeout_s:g} s (candidate_timeout_s)")
 
     def check_time(self) -> None:
         """The name :meth:`check_budget` had before the budget counted env steps (gates written for it still work)."""

@@ -34,15 +34,15 @@ def whole_then_one_step_short(path, gate: str):
     """Validate with no budget, then with one step less than that took; ``gate`` (registered by the test) is unregistered after."""
     try:
         whole = lake_validator(path / "whole", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
-        short = lake_validator(path / "short", max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
+        short = lake_validator(path / "short", candidate_max_steps=whole.env_steps - 1, min_rollouts=30, max_rollouts=90)
         return whole, short.validate(candidate(NEAR), SEEDS)
     finally:
         del GATES[gate]
 
 
 def test_a_validation_past_its_step_budget_is_refused_with_the_same_count_on_every_run(tmp_path):
-    first = lake_validator(tmp_path / "a", max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
-    again = lake_validator(tmp_path / "b", max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+    first = lake_validator(tmp_path / "a", candidate_max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+    again = lake_validator(tmp_path / "b", candidate_max_steps=60, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
     assert not first.passed and first.error is not None and first.error.startswith("budget: validation took ")
     assert "candidate_max_steps (60)" in first.error
     assert (first.error, first.env_steps, [g.gate for g in first.gates]) == (again.error, again.env_steps, [g.gate for g in again.gates])
@@ -53,7 +53,9 @@ def test_the_same_candidate_within_budget_passes_and_records_the_steps_it_took(t
     result = lake_validator(tmp_path / "v", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
     assert result.passed and result.error is None
     assert result.env_steps > 60  # what the budget above was refused at
-    limited = lake_validator(tmp_path / "w", max_steps=result.env_steps, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+    limited = lake_validator(tmp_path / "w", candidate_max_steps=result.env_steps, min_rollouts=30, max_rollouts=90).validate(
+        candidate(NEAR), SEEDS
+    )
     assert limited.passed and limited.env_steps == result.env_steps  # a budget exactly what it takes is enough
 
 
@@ -65,7 +67,7 @@ def test_a_slow_machine_admits_what_a_fast_one_does_by_default(tmp_path, monkeyp
     monkeypatch.setattr(gates_base.time, "perf_counter", lambda: start + 1_000 * (real() - start))
     slow = lake_validator(tmp_path / "slow", min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
     assert (slow.passed, slow.error, slow.env_steps) == (fast.passed, fast.error, fast.env_steps) == (True, None, fast.env_steps)
-    refused = lake_validator(tmp_path / "clock", timeout_s=0.5, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
+    refused = lake_validator(tmp_path / "clock", candidate_timeout_s=0.5, min_rollouts=30, max_rollouts=90).validate(candidate(NEAR), SEEDS)
     assert not refused.passed and refused.error is not None and refused.error.startswith("timeout")  # asked for, it still binds
 
 
@@ -86,7 +88,7 @@ def test_the_budget_counts_a_gates_own_search_before_the_next_gate_runs(tmp_path
     played = probe.env_steps - integrity - searched  # the solver's own episodes, charged as they are played
     assert searched > 1_000 and played >= 0
     budget = integrity + played + 1  # only the search takes validation past it
-    result = validator(tmp_path / "v", max_steps=budget).validate(proposal, CORRIDOR_SEEDS)
+    result = validator(tmp_path / "v", candidate_max_steps=budget).validate(proposal, CORRIDOR_SEEDS)
     assert [g.gate for g in result.gates] == ["verifier_integrity", "solvability"]
     assert result.gates[-1].passed and result.gates[-1].statistic["method"] == "search"
     assert result.error is not None and result.error.startswith("budget")
@@ -98,7 +100,7 @@ def test_a_run_saved_before_the_step_budget_resumes_with_the_clock_it_started_wi
     assert (saved.candidate_max_steps, saved.candidate_timeout_s) == (None, 300.0)
     new = LoopConfig(spec=HarnessSpec(env_id="FrozenLake-v1"))
     assert (new.candidate_max_steps, new.candidate_timeout_s) == (10_000_000, None)
-    assert (new.validation().max_steps, new.validation().timeout_s) == (10_000_000, None)
+    assert (new.validation().candidate_max_steps, new.validation().candidate_timeout_s) == (10_000_000, None)
 
 
 def test_steps_a_last_gate_takes_past_the_budget_refuse_the_candidate_too(tmp_path):
@@ -125,7 +127,7 @@ def test_steps_a_last_gate_takes_past_the_budget_refuse_the_candidate_too(tmp_pa
 
 
 def test_a_gate_written_for_the_old_name_still_checks_the_budget(tmp_path):
-    validator = lake_validator(tmp_path / "v", max_steps=1)
+    validator = lake_validator(tmp_path / "v", candidate_max_steps=1)
     context = GateContext(candidate=candidate(NEAR), validator=validator, spent=lambda: 2)
     with pytest.raises(Rejected, match="budget"):
         context.check_time()

@@ -114,7 +114,7 @@ def test_validation_fails_closed(problem, validator, tmp_path):
             RandomPolicy(env.action_space, seed=0),
             LAKE,
             tmp_path / "v",
-            ValidationConfig(backend="serial", timeout_s=1e-6, min_rollouts=30, max_rollouts=90),
+            ValidationConfig(backend="serial", candidate_timeout_s=1e-6, min_rollouts=30, max_rollouts=90),
         )
         result = hasty.validate(candidate(NEAR), SEEDS)
     assert not result.passed and result.error is not None
