@@ -85,8 +85,9 @@ class Steps(Readable):
 
     @classmethod
     def counted(cls, spent: dict[str, int]) -> Steps:
-        """Steps of every kind (absent kinds 0) with their total."""
+        """Steps of every kind (absent kinds 0; a kind of a gate's own, under its name) with their total."""
         kinds = {kind: int(spent.get(kind, 0)) for kind in ("train", "collect", "validate", "transfer", "credit", "search")}
+        kinds |= {kind: int(n) for kind, n in spent.items() if kind not in kinds and kind != "total"}
         return cls(**kinds, total=sum(kinds.values()))
 
     def dump(self) -> dict[str, int]:

@@ -18,7 +18,6 @@ from envrigger.diagnose import diagnose
 from envrigger.loop.config import COLLECT_SEED, VALIDATE_SEED, LoopConfig
 from envrigger.loop.gates import RoundContext
 from envrigger.loop.gates.base import GateResult
-from envrigger.loop.gates.transfer import Transfer
 from envrigger.loop.levels import first_free
 from envrigger.loop.library import Library
 from envrigger.loop.mixture import TrainingEpisodes
@@ -40,9 +39,10 @@ def _nearer(candidate: Candidate, gates: list[GateResult], config: LoopConfig, s
     """
     if not config.step_in:
         return None
-    verdict = next((g for g in gates if g.gate == "learnability"), None)
-    if verdict is None or verdict.passed or float(verdict.statistic.get("rate", 1.0)) >= config.band[0]:
+    # A gate refused it as won too rarely: a rate under its band's floor (the learnability gate's statistic).
+    if not any(not g.passed and "band" in g.statistic and float(g.statistic.get("rate", 1.0)) < config.band[0] for g in gates):
         return None
+    verdict = next(g for g in gates if not g.passed and "band" in g.statistic)
     stepped = [step_in(t) for t in candidate.added]
     if all(t is None for t in stepped):
         return None
@@ -126,8 +126,8 @@ def rigger_round(
     )
     outcome = _validate_all(validator, candidates, config, library, number, reserved, spaces, admitted_before, rejected, policy.policy_id)
     seconds["validate"] = time.perf_counter() - clock
-    transfer = validator.gate("transfer")
-    assert isinstance(transfer, Transfer)
+    # Gates that count their own steps (the transfer gate's copies): charged to the arm under the gate's name.
+    own = {gate.name: (gate.steps, gate.levels) for gate in validator.gates if gate.own_budget and gate.used_in(config)}
     return {
         "seconds": seconds,
         "evidence": {"training_episodes": len(evidence.episodes), "collected": max(config.collect_episodes - len(evidence.episodes), 0)},
@@ -139,8 +139,7 @@ def rigger_round(
         "mastered": [h for h, _, _ in solved],
         **collected,
         "validate_steps": validator.env_steps,
-        "transfer_steps": transfer.steps,
-        "transfer_levels": transfer.levels,
+        "own_budget": own,
     }
 
 

@@ -113,10 +113,9 @@ class Rigger(LoopArm):
             self.run.log, per_component,
         )  # fmt: skip
         spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
-        transfer_steps, transfer_levels = rigged.pop("transfer_steps"), rigged.pop("transfer_levels")
-        if config.transfer_steps:
-            spent["transfer"] = transfer_steps
-            rnd.use(f"{self.name}:transfer", transfer_levels)
+        for gate, (steps, levels) in rigged.pop("own_budget").items():  # the transfer gate's copies
+            spent[gate] = steps
+            rnd.use(f"{self.name}:{gate}", levels)
         rnd.use(f"{self.name}:collect", rigged.pop("collect_levels"))
         rnd.use(f"{self.name}:validate", rigged.pop("validate_levels"))
         seconds.update(rigged.pop("seconds"))

@@ -127,7 +127,8 @@ class Gate:
             (``"reference"``), the first ``min_rollouts`` (``"first"``) or all (``"all"``).
         timed: check the validation's wall-clock limit before it runs, when one is set (its env-step budget is
             checked before every gate: :meth:`GateContext.check_budget`).
-        own_budget: its env steps are not validation's (the transfer gate counts its own).
+        own_budget: its env steps are not validation's: it adds them to ``steps`` (and the levels it plays to
+            ``levels``), and the loop charges them to the rigger arm under the gate's name (the transfer gate's).
     """
 
     name: ClassVar[str] = ""
@@ -136,6 +137,14 @@ class Gate:
     seeds: ClassVar[Literal["reference", "first", "all"]] = "reference"
     timed: ClassVar[bool] = True
     own_budget: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.steps, self.levels = 0, set[str]()  # an own-budget gate's env steps and levels, summed over a round's candidates
+
+    @classmethod
+    def used_in(cls, config: Any) -> bool:
+        """Whether a loop run with ``config`` runs this gate at all (an opt-in gate says when); its spending is then reported."""
+        return True
 
     def applies(self, context: GateContext) -> bool:
         """Whether this gate runs for this candidate (default: always)."""

@@ -81,11 +81,12 @@ class Transfer(Gate):
 
     name, order, timed, own_budget = "transfer", 80, False, True
 
-    def __init__(self) -> None:
-        self.steps, self.levels = 0, set[str]()
+    @classmethod
+    def used_in(cls, config: Any) -> bool:
+        return bool(config.transfer_steps > 0)
 
     def applies(self, context: GateContext) -> bool:
-        return context.round is not None and context.round.config.transfer_steps > 0
+        return context.round is not None and self.used_in(context.round.config)
 
     def run(self, context: GateContext, seeds: list[int]) -> GateResult:
         loop = context.round

@@ -5,6 +5,11 @@ from __future__ import annotations
 from envharness import HarnessSpec
 from envrigger.loop.propose import Candidate
 
+STOCK_GATES = ["verifier_integrity", "solvability", "no_shortcut", "solvable_by_agent", "learnability", "targeting", "novelty", "transfer"]
+"""The stock gates in the order they run: the one list the tests pin (a new stock gate is added here)."""
+DEFAULT_GATES = [g for g in STOCK_GATES if g not in ("solvable_by_agent", "transfer")]
+"""The gates a candidate passes through by default: solvable_by_agent decides only what solvability left open, transfer is opt-in."""
+
 LAKE = HarnessSpec(env_id="FrozenLake-v1", env_kwargs={"map_name": "8x8", "is_slippery": False})
 
 SEEDS = list(range(3_000_000, 3_000_200))

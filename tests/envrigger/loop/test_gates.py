@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from loop_cases import LAKE, NEAR, SEEDS, candidate
+from loop_cases import LAKE, NEAR, SEEDS, STOCK_GATES, candidate
 
 from envrigger.loop.gates import GATES, Gate, GateResult, register_gate
 from envrigger.loop.validate import ValidationConfig, Validator
 from envrigger.policies import RandomPolicy
-
-STOCK = ["verifier_integrity", "solvability", "no_shortcut", "solvable_by_agent", "learnability", "targeting", "novelty", "transfer"]
 
 
 def validator(tmp_path) -> Validator:
@@ -41,7 +39,7 @@ def extra_gate():
 
 
 def test_the_stock_gates_are_registered_in_the_order_they_run():
-    assert list(GATES) == STOCK
+    assert list(GATES) == STOCK_GATES
     assert [g.order for g in GATES.values()] == sorted(g.order for g in GATES.values())
 
 
@@ -115,7 +113,7 @@ def test_two_gates_of_one_name_are_refused_and_a_nameless_one_too():
 
     with pytest.raises(ValueError, match="needs a name"):
         register_gate(Nameless)
-    assert list(GATES) == STOCK
+    assert list(GATES) == STOCK_GATES
 
 
 def test_outside_a_round_the_transfer_gate_does_not_apply(tmp_path):

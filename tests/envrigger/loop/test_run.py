@@ -6,7 +6,7 @@ import importlib.util
 import json
 
 import pytest
-from loop_cases import SHORT_DOORKEY, SMALL
+from loop_cases import DEFAULT_GATES, SHORT_DOORKEY, SMALL
 
 from envrigger.data import TrajectoryStore
 from envrigger.loop import LoopConfig, run_loop
@@ -26,7 +26,7 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
     components = library.components()
     assert components and summaries[-1]["library_size"] == len(components)
     first = components[0]
-    assert {g["gate"] for g in first.gates} == {"verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty"}
+    assert [g["gate"] for g in first.gates] == DEFAULT_GATES
     # The diagnosis read the rigger learner's own last training episodes on the original env: no extra interaction.
     evidence = list(TrajectoryStore(tmp_path / "run" / "round-1" / "evidence").iter_episodes())
     assert summaries[0]["evidence"] == {"training_episodes": 30, "collected": 0} and len(evidence) == 30

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from loop_cases import LAKE, NEAR, SEEDS, candidate, gate
+from loop_cases import DEFAULT_GATES, LAKE, NEAR, SEEDS, candidate, gate
 
 from envharness import HarnessSpec
 from envharness.transforms import RuleTransform, register_transform
@@ -15,7 +15,7 @@ from envrigger.policies import RandomPolicy
 def test_a_good_candidate_passes_every_gate_with_its_statistics(validator):
     result = validator.validate(candidate(NEAR), SEEDS)
     assert result.passed and result.error is None
-    assert [g.gate for g in result.gates] == ["verifier_integrity", "solvability", "no_shortcut", "learnability", "targeting", "novelty"]
+    assert [g.gate for g in result.gates] == DEFAULT_GATES
     learn = gate(result, "learnability").statistic
     assert 0.2 <= learn["ci"][0] and learn["ci"][1] <= 0.8 and learn["rollouts"] >= 30
     assert gate(result, "verifier_integrity").statistic["replay_mismatches"] == 0
