@@ -38,6 +38,7 @@ from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import first_free
 from envrigger.loop.mixture import TrainingEpisodes
+from envrigger.loop.results import Trained
 from envrigger.loop.samplers import Fixed
 from envrigger.loop.train import Arm, Trainee, train_arm
 from envrigger.stats import paired_se
@@ -104,7 +105,7 @@ def chunk_plan(config: LoopConfig, learner: Any, number: int) -> list[tuple[int,
 
 def chunked_training(
     arm: Trainee, config: LoopConfig, number: int, reserved: set[str], advance: Callable[[int], None] = lambda n: None
-) -> dict[str, Any]:
+) -> Trained:
     """Train ``arm`` on the original env alone in round ``number``'s credit chunks; returns what :func:`train_arm` does, summed.
 
     With ``--credit-baseline shadow`` the original arm trains this way, so that it and the
@@ -115,7 +116,7 @@ def chunked_training(
         train_arm(arm, [config.spec], Fixed(), config, number, reserved, None, start=start, steps=steps, advance=advance)
         for start, steps in chunk_plan(config, arm.learner, number)
     ]
-    return _summed(records, set().union(*(r["levels"] for r in records)))
+    return _summed(records, set().union(*(r.levels for r in records)))
 
 
 def _spent(learner: Any) -> dict[str, int] | None:
@@ -132,15 +133,15 @@ def _plus(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:
     return {k: first.get(k, 0) + second.get(k, 0) for k in [*first, *(k for k in second if k not in first)]}
 
 
-def _summed(records: list[dict[str, Any]], levels: set[str]) -> dict[str, Any]:
+def _summed(records: list[Trained], levels: set[str]) -> Trained:
     """Several :func:`train_arm` records as one round's: counts added, picks and wins added env by env."""
-    summed: dict[str, Any] = {"levels": levels}
-    for key in ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps"):
-        summed[key] = sum(r[key] for r in records)
-    for key in ("picks", "wins"):
-        summed[key] = np.sum([r[key] for r in records], axis=0).astype(int).tolist()
-    summed["env_error_examples"] = sorted({m for r in records for m in r["env_error_examples"]})[:3]
-    return summed
+    counts = ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps")
+    return Trained(
+        **{key: sum(getattr(r, key) for r in records) for key in counts},
+        **{key: np.sum([getattr(r, key) for r in records], axis=0).astype(int).tolist() for key in ("picks", "wins")},
+        env_error_examples=sorted({m for r in records for m in r.env_error_examples})[:3],
+        levels=levels,
+    )
 
 
 def credited_training(
@@ -157,7 +158,7 @@ def credited_training(
     advance: Callable[[int], None] = lambda n: None,
     alone_offset: int = 0,
     shadow: Any | None = None,
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Trained, dict[str, Any]]:
     """Train the rigger arm for the round's budget in paired chunks; returns what :func:`train_arm` does, and the credit record.
 
     ``pieces`` names ``specs[1:]`` (component hashes). The returned training record sums
@@ -199,7 +200,7 @@ def credited_training(
             alone_trained = train_arm(
                 alone, [base], Fixed(), config, number, reserved, evidence_before, start=start + alone_offset, steps=steps
             )
-            tally.levels |= with_trained["levels"] | alone_trained["levels"]
+            tally.levels |= with_trained.levels | alone_trained.levels
             scored, noise = _scored(arm.learner, alone.learner, config, number, j, reserved, workdir, tally.scored_levels)
             difference = scored["curriculum"]["success"] - scored["original"]["success"]
             shares = _shares(with_trained, pieces, credit, replay_p is not None)
@@ -212,18 +213,18 @@ def credited_training(
                 tally.thrown = _plus(tally.thrown, _plus(scored["curriculum"]["spent"], scored["original"]["spent"]))
             arm_cost, alone_cost = _less(_spent(arm.learner), arm_before), _less(_spent(alone.learner), alone_before)
             if keep:
-                tally.extra += alone_trained["steps"] + alone_trained["search_steps"]
+                tally.extra += alone_trained.steps + alone_trained.search_steps
                 tally.thrown = _plus(tally.thrown, alone_cost)
                 tally.kept.append(with_trained)
             else:
-                tally.extra += with_trained["steps"] + with_trained["search_steps"]
+                tally.extra += with_trained.steps + with_trained.search_steps
                 tally.thrown = _plus(tally.thrown, arm_cost)
                 _fall_back(arm, alone.learner, shadow, fork, config, probe, arm_before, alone_cost)
                 sampler.__dict__.update(sampler_before.__dict__)
                 if evidence is not None and evidence_before is not None:
                     evidence.__dict__.update(evidence_before.__dict__)
-                alone_trained["picks"] = alone_trained["picks"] + [0] * (len(specs) - 1)
-                alone_trained["wins"] = alone_trained["wins"] + [0] * (len(specs) - 1)
+                alone_trained.picks = alone_trained.picks + [0] * (len(specs) - 1)
+                alone_trained.wins = alone_trained.wins + [0] * (len(specs) - 1)
                 tally.kept.append(alone_trained)
             tally.chunks.append(
                 {"steps": steps, "curriculum": scored["curriculum"]["success"], "original": scored["original"]["success"], "se": noise}
@@ -266,12 +267,12 @@ def _scored(
     return scored, noise
 
 
-def _shares(trained: dict[str, Any], pieces: list[str], credit: Credit, replays: bool) -> dict[str, float]:
+def _shares(trained: Trained, pieces: list[str], credit: Credit, replays: bool) -> dict[str, float]:
     """Each piece's share of the curriculum copy's chunk episodes (replay's too, where the sampler replays): what it is credited."""
-    episodes = max(trained["episodes"], 1)
-    shares = {p: trained["picks"][i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
+    episodes = max(trained.episodes, 1)
+    shares = {p: trained.picks[i + 1] / episodes for i, p in enumerate(pieces) if credit.weight(p) > 0}
     if replays and credit.weight(REPLAY) > 0:
-        shares[REPLAY] = trained["replays"] / episodes
+        shares[REPLAY] = trained.replays / episodes
     return {p: s for p, s in shares.items() if s > 0}
 
 
@@ -279,7 +280,7 @@ def _shares(trained: dict[str, Any], pieces: list[str], credit: Credit, replays:
 class _Tally:
     """What a credited round adds up over its chunks: the kept copies' records, levels played, the extra steps and spend."""
 
-    kept: list[dict[str, Any]] = field(default_factory=list)
+    kept: list[Trained] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     levels: set[str] = field(default_factory=set)
     scored_levels: set[str] = field(default_factory=set)

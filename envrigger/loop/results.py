@@ -94,12 +94,46 @@ class Steps(Readable):
         return dict(self.model_dump(mode="json", exclude_unset=True))
 
 
+class Trained(Readable):
+    """One arm's training in a round, or in a chunk of it: its env steps, episodes and what it played.
+
+    ``picks`` and ``wins`` are episodes and verified successes per env, in the order the arm
+    trained on them (the original first; ``envs`` names them); ``levels`` are the training
+    levels played, which the loop's level record keeps and the round record does not.
+
+    Example:
+        >>> t = Trained(steps=120, episodes=6, picks=[4, 2], wins=[1, 2], levels={"a", "b"})
+        >>> t.dump()["wins"], "levels" in t.dump(), t["steps"]
+        ([1, 2], False, 120)
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    steps: int = 0
+    episodes: int = 0
+    picks: list[int] = Field(default_factory=list)
+    wins: list[int] = Field(default_factory=list)  # verified successes per env, in the order of picks
+    skipped_reserved: int = 0
+    refused: int = 0
+    env_errors: int = 0  # episodes the env crashed in: failed, and their levels dropped
+    env_error_examples: list[str] = Field(default_factory=list)
+    replays: int = 0
+    search_steps: int = 0  # env steps the resets' searches took: interaction, not training
+    levels: set[str] = Field(default_factory=set, exclude=True)
+    envs: list[str] | None = None  # what it trained on, by name: the original and each reshaping
+    components: list[str] | None = None  # the library component behind each pick after the first (the rigger arm)
+    credit: dict[str, Any] | None = None  # the credit chunks' record (an arm trained in credit chunks)
+
+    def dump(self) -> dict[str, Any]:
+        return dict(self.model_dump(mode="json", exclude_unset=True))
+
+
 class ArmRound(Readable):
     """One arm in one round: what it trained on (``train``), the env steps it took by use, its validation-level score."""
 
     model_config = ConfigDict(extra="allow")
 
-    train: dict[str, Any] = Field(default_factory=dict)
+    train: Trained = Field(default_factory=Trained)
     interaction: Steps = Field(default_factory=Steps)
     validation: Evaluation
 

@@ -27,7 +27,7 @@ from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
-from envrigger.loop.results import FinalResults, LoopResult, RoundSummary
+from envrigger.loop.results import ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary
 
 
 def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int], None]]:
@@ -132,7 +132,7 @@ def _run_loop(
     split = _levels(out, config, log, stage)
     library = Library(out / "library.db")
     probe = config.spec.build()
-    run = RunState(out, config, split, library, probe, log, done=library.rounds())
+    run = RunState(out, config, split, library, probe, log, done=[RoundSummary.model_validate(r) for r in library.rounds()])
     arms = registered()
     for name in config.arms:
         run.arms[name] = arms[name](run)
@@ -155,9 +155,9 @@ def _run_loop(
         save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in rnd.used.items()})
         committed = RoundSummary.model_validate(rnd.summary)
         library.complete_round(number, committed.dump())  # the commit point of the round
-        run.done.append(committed.dump())
+        run.done.append(committed)
         if board is not None:
-            board.round(run.done[-1])
+            board.round(committed.dump())
         if on_round is not None:
             on_round(committed)
     library.close()
@@ -165,59 +165,40 @@ def _run_loop(
         board.close()
     final_path = out / "final.json"
     if not final_path.is_file():
-        save_json(final_path, FinalResults.model_validate(_final(out, config, split, run.done, log)).dump())
+        save_json(final_path, _final(out, config, split, run.done, log).dump())
     final = FinalResults.load(final_path)  # what a resumed run returns too: equal, at the schema version written
-    return LoopResult(rounds=[RoundSummary.model_validate(s) for s in run.done], final=final)
+    return LoopResult(rounds=run.done, final=final)
 
 
-def _final(out: Path, config: LoopConfig, split: LevelSplit, summaries: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
+def _final(out: Path, config: LoopConfig, split: LevelSplit, rounds: list[RoundSummary], log: Callable[[str], None]) -> FinalResults:
     """Pick each arm's round on validation levels, then evaluate it once on the held-out levels."""
     used = _load_levels(out)
-    overlap = split.check(used)
     probe = config.spec.build()
-    arms: dict[str, Any] = {}
+    arms: dict[str, ArmFinal] = {}
     for name in config.arms:
-        scores = [(s["arms"][name]["validation"]["success"], s["round"]) for s in summaries]
-        best = max(scores)[1]  # ties go to the later round
-        trained_on = used.get(f"{name}:train", set())
+        best = max((r.arms[name].validation.success, r.round) for r in rounds)[1]  # ties go to the later round
         heldout = None
         if config.heldout:
             learner = load_learner(config.learner, out / f"{name}-round-{best}", probe)
             log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
             shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
+            trained_on = used.get(f"{name}:train", set())
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
-        spent = {
-            k: sum(s["arms"][name]["interaction"].get(k, 0) for s in summaries)
-            for k in ("train", "collect", "validate", "transfer", "credit", "search", "total")
-        }
-        spent["select"] = sum(s["arms"][name]["validation"]["env_steps"] for s in summaries)
-        arms[name] = {
-            "round": best,
-            "validation": summaries[best - 1]["arms"][name]["validation"]["success"],
-            "heldout": heldout,
-            "interaction": spent,
-        }
+        kinds = ("train", "collect", "validate", "transfer", "credit", "search", "total")
+        spent = {k: sum(int(r.arms[name].interaction.get(k, 0)) for r in rounds) for k in kinds}
+        spent["select"] = sum(r.arms[name].validation.env_steps for r in rounds)
+        validation = rounds[best - 1].arms[name].validation.success
+        arms[name] = ArmFinal.model_validate({"round": best, "validation": validation, "heldout": heldout, "interaction": spent})
     probe.close()
     warnings = []
-    if (
-        config.heldout
-        and "rigger" in arms
-        and "original" in arms
-        and arms["rigger"]["heldout"]["success"] < arms["original"]["heldout"]["success"]
-    ):
-        warnings.append(
-            f"the rigger arm ended below the original-env baseline on held-out levels "
-            f"({arms['rigger']['heldout']['success']:.3f} < {arms['original']['heldout']['success']:.3f}): its curriculum "
-            "did not help here; `envrigger export` asks for --force"
-        )
-        log("warning: " + warnings[-1])
-    return {
-        "arms": arms,
-        "warnings": warnings,
-        "levels": {
-            "disjoint": split.disjoint,
-            "heldout": len(split.heldout_levels),
-            "validation": len(split.validation_levels),
-            "overlap": overlap,
-        },
-    }
+    rigger, original = arms.get("rigger"), arms.get("original")
+    if rigger is not None and original is not None and rigger.heldout is not None and original.heldout is not None:
+        if rigger.heldout.success < original.heldout.success:
+            warnings.append(
+                f"the rigger arm ended below the original-env baseline on held-out levels "
+                f"({rigger.heldout.success:.3f} < {original.heldout.success:.3f}): its curriculum "
+                "did not help here; `envrigger export` asks for --force"
+            )
+            log("warning: " + warnings[-1])
+    counts = {"disjoint": split.disjoint, "heldout": len(split.heldout_levels), "validation": len(split.validation_levels)}
+    return FinalResults(arms=arms, warnings=warnings, levels=LevelCounts(**counts, overlap=split.check(used)))

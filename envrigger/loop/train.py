@@ -17,6 +17,7 @@ from envharness.spec import HarnessSpec
 from envrigger.loop.config import TRAIN_SEED, LoopConfig
 from envrigger.loop.levels import Seeds
 from envrigger.loop.mixture import MixtureEnv, TrainingEpisodes
+from envrigger.loop.results import Trained
 from envrigger.loop.samplers import PLR
 
 
@@ -50,7 +51,7 @@ def train_arm(
     start: int | None = None,
     steps: int | None = None,
     advance: Callable[[int], None] = lambda n: None,
-) -> dict[str, Any]:
+) -> Trained:
     """Train ``arm`` for ``steps`` (default the round's budget) on fresh seeds from ``start`` (default the round's training seeds).
 
     ``advance(length)`` is called as each training episode ends (a progress bar's steps).
@@ -75,16 +76,16 @@ def train_arm(
         taken = arm.learner.train(make, config.budget_steps if steps is None else steps, seed=config.seed * 100_003 + number)
     finally:
         seeds.close()
-    return {
-        "steps": taken,
-        "episodes": int(picks.sum()),
-        "picks": picks.tolist(),
-        "wins": wins.tolist(),  # verified successes per env, in the order of picks
-        "levels": seeds.levels,
-        "skipped_reserved": seeds.skipped,
-        "refused": sum(e.refused for e in envs),
-        "env_errors": sum(len(e.errors) for e in envs),  # episodes the env crashed in: failed, and their levels dropped
-        "env_error_examples": sorted({m for e in envs for m in e.errors})[:3],
-        "replays": sampler.replays - replays_before,
-        "search_steps": sum(e.search_steps for e in envs),  # env steps the resets' searches took: interaction, not training
-    }
+    return Trained(
+        steps=taken,
+        episodes=int(picks.sum()),
+        picks=picks.tolist(),
+        wins=wins.tolist(),
+        levels=seeds.levels,
+        skipped_reserved=seeds.skipped,
+        refused=sum(e.refused for e in envs),
+        env_errors=sum(len(e.errors) for e in envs),
+        env_error_examples=sorted({m for e in envs for m in e.errors})[:3],
+        replays=sampler.replays - replays_before,
+        search_steps=sum(e.search_steps for e in envs),
+    )

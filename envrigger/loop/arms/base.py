@@ -30,7 +30,7 @@ from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Component, Library
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import transforms_label
-from envrigger.loop.results import ArmRound, Steps
+from envrigger.loop.results import ArmRound, RoundSummary, Steps, Trained
 from envrigger.loop.samplers import PLR
 from envrigger.loop.train import train_arm
 
@@ -48,7 +48,7 @@ class RunState:
     library: Library
     probe: Any  # an env of the base spec, open while the arms are built (their learners' spaces)
     log: Callable[[str], None]
-    done: list[dict[str, Any]]  # every finished round's record, in order (a round appends its own when committed)
+    done: list[RoundSummary]  # every finished round's record, in order (a round appends its own when committed)
     arms: dict[str, LoopArm] = field(default_factory=dict)
     spaces: tuple[Any, Any] = field(init=False)  # the observation and action spaces every env of a curriculum shares
 
@@ -111,7 +111,7 @@ class LoopArm:
     def __init__(self, run: RunState) -> None:
         config = run.config
         if run.done:
-            learner = load_learner(config.learner, self.path(run.out, run.done[-1]["round"]), run.probe)
+            learner = load_learner(config.learner, self.path(run.out, run.done[-1].round), run.probe)
         else:
             learner = make_learner(config.learner, run.probe, config.seed, **config.learner_params)
         replay = None
@@ -137,13 +137,11 @@ class LoopArm:
         """The envs (the original first) and the sampler this arm trains on in round ``rnd``."""
         raise NotImplementedError
 
-    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
         """Train for the round's budget; returns :func:`~envrigger.loop.train.train_arm`'s record (adds steps beside training to ``spent``)."""
         return train_arm(self, plan.specs, plan.sampler, self.run.config, rnd.number, self.run.reserved, plan.evidence, advance=advance)
 
-    def after_training(
-        self, rnd: RoundState, plan: ArmPlan, trained: dict[str, Any], spent: dict[str, int], seconds: dict[str, float]
-    ) -> None:
+    def after_training(self, rnd: RoundState, plan: ArmPlan, trained: Trained, spent: dict[str, int], seconds: dict[str, float]) -> None:
         """What the arm does after training and before it is scored (the rigger arm's diagnosis and admission)."""
 
     def end_round(self, rnd: RoundState) -> None:
@@ -167,12 +165,12 @@ class LoopArm:
         with stage(f"training {self.name}", config.budget_steps) as advance:
             trained = self.train(rnd, plan, spent, advance)
         seconds = {"train": time.perf_counter() - clock}
-        rnd.use(f"{self.name}:train", trained.pop("levels"))
+        rnd.use(f"{self.name}:train", trained.levels)
         # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
-        trained["envs"] = ["original", *(transforms_label(s.transforms) for s in plan.specs[1:])]
-        spent["train"] = trained["steps"]
-        if trained.get("search_steps"):  # a start along a level's own solution: the search's env steps are this arm's interaction
-            spent["search"] = trained["search_steps"]
+        trained.envs = ["original", *(transforms_label(s.transforms) for s in plan.specs[1:])]
+        spent["train"] = trained.steps
+        if trained.search_steps:  # a start along a level's own solution: the search's env steps are this arm's interaction
+            spent["search"] = trained.search_steps
         self.after_training(rnd, plan, trained, spent, seconds)
         clock = time.perf_counter()
         scored = evaluate(
@@ -185,12 +183,13 @@ class LoopArm:
 
     def _collapse(self, rnd: RoundState, scored: dict[str, Any]) -> None:
         """Note when the arm became more uniform on the validation levels and no better: it stopped exploring."""
-        before = self.run.done[-1]["arms"].get(self.name, {}).get("validation") if self.run.done else None
+        last = self.run.done[-1].arms.get(self.name) if self.run.done else None
+        before = last.validation if last is not None else None
         if before is None or "diversity" not in before or None in scored["diversity"].values():
             return
         from envrigger.ledger.attribution import collapse
 
-        pair = [{"accepted": v["success"], **v["diversity"]} for v in (before, scored)]
+        pair = [{"accepted": before.success, **before.diversity}, {"accepted": scored["success"], **scored["diversity"]}]
         found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
         if found is not None:
             rnd.summary.setdefault("arm_findings", {})[self.name] = [found]

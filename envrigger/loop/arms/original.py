@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from envrigger.loop.arms import register_arm
 from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState
 from envrigger.loop.credit import chunked_training
+from envrigger.loop.results import Trained
 from envrigger.loop.samplers import Fixed
 
 
@@ -27,7 +27,7 @@ class Original(LoopArm):
     def plan(self, rnd: RoundState) -> ArmPlan:
         return ArmPlan([self.run.base], Fixed())
 
-    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
         rigger = self.run.arms.get("rigger")
         if getattr(rigger, "shadow", None) is not None:  # the same training as the rigger arm's shadow, chunk for chunk
             return chunked_training(self, self.run.config, rnd.number, self.run.reserved, advance)

@@ -18,16 +18,20 @@ from envrigger.loop.credit import REPLAY, Credit, credited_training
 from envrigger.loop.learners import load_learner, make_learner
 from envrigger.loop.library import Component
 from envrigger.loop.mixture import TrainingEpisodes
+from envrigger.loop.results import RoundSummary, Trained
 from envrigger.loop.round import mastered, rigger_round
 from envrigger.loop.samplers import Curriculum
 
 
-def mastered_components(done: list[dict[str, Any]], band: tuple[float, float]) -> set[str]:
+def mastered_components(done: list[RoundSummary], band: tuple[float, float]) -> set[str]:
     """The components the rigger arm mastered in an earlier round: won on more than the band's top share of enough episodes."""
     out: set[str] = set()
     for summary in done:
-        trained = summary.get("arms", {}).get("rigger", {}).get("train", {})
-        for h, wins, picks in zip(trained.get("components", []), trained["wins"][1:], trained["picks"][1:], strict=False):
+        arm = summary.arms.get("rigger")
+        if arm is None:
+            continue
+        trained = arm.train
+        for h, wins, picks in zip(trained.components or [], trained.wins[1:], trained.picks[1:], strict=False):
             if mastered(wins, picks, band):
                 out.add(h)
     return out
@@ -61,7 +65,7 @@ class Rigger(LoopArm):
         self.shadow: Any = None  # --credit-baseline shadow: this arm's learner trained on the original env alone, across rounds
         if self.credited and config.credit_baseline == "shadow":
             if run.done:
-                self.shadow = load_learner(config.learner, run.out / f"rigger-shadow-round-{run.done[-1]['round']}", run.probe)
+                self.shadow = load_learner(config.learner, run.out / f"rigger-shadow-round-{run.done[-1].round}", run.probe)
             else:
                 self.shadow = make_learner(config.learner, run.probe, config.seed, **config.learner_params)
 
@@ -83,7 +87,7 @@ class Rigger(LoopArm):
         evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
         return ArmPlan([self.run.base, *(c.spec for c in current)], self.replay, evidence, current)
 
-    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
         if not self.credited:
             return super().train(rnd, plan, spent, advance)
         config, pieces = self.run.config, [c.hash for c in plan.components]
@@ -94,20 +98,18 @@ class Rigger(LoopArm):
         spent["credit"] = record.pop("steps")
         rnd.use(f"{self.name}:credit", record.pop("levels"))
         record["retired_now"] = [p for p in record["retired"] if p in pieces or p == REPLAY]
-        trained["credit"] = record
+        trained.credit = record
         kept = ", ".join(f"{c['kept']} ({c['curriculum']:.2f} vs {c['original']:.2f} alone)" for c in record["chunks"])
         self.run.log(f"round {rnd.number}: credit chunks kept {kept}")
         return trained
 
-    def after_training(
-        self, rnd: RoundState, plan: ArmPlan, trained: dict[str, Any], spent: dict[str, int], seconds: dict[str, float]
-    ) -> None:
+    def after_training(self, rnd: RoundState, plan: ArmPlan, trained: Trained, spent: dict[str, int], seconds: dict[str, float]) -> None:
         current = plan.components
-        trained["components"] = [c.hash for c in current]  # which component each pick after the first is (what retiring reads)
+        trained.components = [c.hash for c in current]  # which component each pick after the first is (what retiring reads)
         config = self.run.config
         if plan.evidence is None or rnd.number >= config.rounds:  # what the last round would admit, no round trains on
             return
-        per_component = {c.hash: (int(w), int(n)) for c, w, n in zip(current, trained["wins"][1:], trained["picks"][1:], strict=True)}
+        per_component = {c.hash: (int(w), int(n)) for c, w, n in zip(current, trained.wins[1:], trained.picks[1:], strict=True)}
         rigged = rigger_round(
             rnd.workdir, config, self.run.library, self.learner, rnd.number, self.run.reserved, self.run.spaces, plan.evidence,
             self.run.log, per_component,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from envrigger.loop.arms import register_arm
 from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.credit import Credit, credited_training
+from envrigger.loop.results import Trained
 from envrigger.loop.samplers import Fixed
 
 SELECT_OFFSET = 50_000  # the second copy trains on other seeds of each chunk's range than the first
@@ -34,7 +34,7 @@ class OriginalSelect(LoopArm):
     def plan(self, rnd: RoundState) -> ArmPlan:
         return ArmPlan([self.run.base], Fixed())
 
-    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> dict[str, Any]:
+    def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
         config = self.run.config
         trained, record = credited_training(
             rnd.workdir / "select", self, plan.specs, [], plan.sampler, config, rnd.number, self.run.reserved,
@@ -42,7 +42,7 @@ class OriginalSelect(LoopArm):
         )  # fmt: skip
         spent["credit"] = record.pop("steps")
         rnd.use(f"{self.name}:credit", record.pop("levels"))
-        trained["credit"] = record
+        trained.credit = record
         kept = ", ".join(
             f"the {'first' if c['kept'] == 'curriculum' else 'second'} copy ({c['curriculum']:.2f} vs {c['original']:.2f})"
             for c in record["chunks"]

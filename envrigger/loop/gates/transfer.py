@@ -51,11 +51,11 @@ def transfer_gate(
         ):
             copy = Arm(name, load_learner(config.learner, saved, probe))
             trained = train_arm(copy, specs, sampler, config, number, reserved, start=start + 50_000, steps=config.transfer_steps)
-            steps, levels = steps + trained["steps"], levels | trained["levels"]
-            if trained.get("env_errors"):  # fail closed: a candidate the env crashes on is not judged by what survived
-                example = trained["env_error_examples"][0]
+            steps, levels = steps + trained.steps, levels | trained.levels
+            if trained.env_errors:  # fail closed: a candidate the env crashes on is not judged by what survived
+                example = trained.env_error_examples[0]
                 return GateResult(gate="transfer", passed=False, detail=f"fine-tuning failed: the env raised in "
-                                  f"{trained['env_errors']} training episode(s), e.g. {example}"), steps, levels  # fmt: skip
+                                  f"{trained.env_errors} training episode(s), e.g. {example}"), steps, levels  # fmt: skip
             scored = evaluate(copy.learner.policy(), base, scored_seeds, workdir / f"score-{name}", config)
             success[name], steps = scored["success"], steps + scored["env_steps"]
     except Exception as error:  # noqa: BLE001 - a candidate that cannot be trained on fails the gate
