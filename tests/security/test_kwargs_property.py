@@ -213,3 +213,20 @@ def test_the_oracle_sees_real_successes():
                     continue
                 wins += at is not None and _oracle(env_id, level, seed, actions, at)
         assert wins > 0, env_id
+
+
+# Adapter families this property leaves to a suite of their own, and why (a new family is attacked here or named here).
+ATTACKED_ELSEWHERE = {
+    "textworld": "its kwargs choose games, and tests/envharness/envs/test_textworld.py attacks each game's verdict",
+    "generic": "a generic env's success is its own signal, with no level kwargs envharness reads; the catalog property "
+    "attacks it (tests/security/test_catalog_property.py, Pendulum)",
+}
+
+
+def test_every_registered_family_is_attacked_here_or_says_where():
+    from envharness.adapters.registry import ADAPTERS, family_of_id
+
+    registered = {adapter.family for adapter in ADAPTERS} | {"generic"}
+    attacked = {family_of_id(env_id) for env_id in FAMILIES}
+    assert registered - attacked == set(ATTACKED_ELSEWHERE), "give a new family an env id in FAMILIES, or a reason here"
+    assert not attacked & set(ATTACKED_ELSEWHERE)
