@@ -10,7 +10,8 @@ paired bootstrap intervals over tasks), playing the missing cross cells; :func:`
 writes the one-page HTML report. See docs/ledgers.md.
 """
 
-from envrigger.ledger.attribution import METRICS, attribute, collapse, headline, shapley, summarize
+from envrigger.diagnose.diversity import collapse
+from envrigger.ledger.attribution import METRICS, attribute, headline, shapley, summarize
 from envrigger.ledger.compare import Comparison, compare
 from envrigger.ledger.evaluate import check_env, definitions, draw_tasks, evaluate_cell, loop_levels
 from envrigger.ledger.factors import FACTORS, Cell, EnvFactor, HarnessFactor, ModelFactor

@@ -178,26 +178,6 @@ def _plain(value: float) -> float | None:
     return None if math.isnan(float(value)) else float(value)
 
 
-def collapse(a: dict[str, Any], b: dict[str, Any], share: float = 0.25) -> dict[str, Any] | None:
-    """The ``exploration_collapse`` finding: diversity fell by more than ``share`` from ``a`` to ``b`` while the accepted rate did not rise."""
-    if b["accepted"] > a["accepted"]:
-        return None
-    fell = {
-        name: (a[name], b[name])
-        for name in ("distinct_actions", "visit_entropy")
-        if a.get(name) and b.get(name) is not None and b[name] < (1 - share) * a[name]
-    }
-    if not fell:
-        return None
-    shown = "; ".join(f"{METRICS[name][0]} {x:.2f} -> {y:.2f}" for name, (x, y) in fell.items())
-    return {
-        "name": "exploration_collapse",
-        "title": f"exploration collapse: behaviour diversity fell by more than {share:.0%} ({shown}) while the accepted-task rate "
-        f"did not rise ({a['accepted']:.1f} -> {b['accepted']:.1f})",
-        "fell": {name: list(pair) for name, pair in fell.items()},
-    }
-
-
 def headline(attribution: dict[str, Any], factors: Sequence[str], metric: str = "accepted") -> str:
     """The line a release note can quote: the change, its interval, and each factor's share (every factor, changed or not)."""
     from envrigger.ledger.factors import FACTORS

@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import Field
 
 from envrigger.data.versioned import Readable, Versioned
+from envrigger.diagnose.diversity import collapse
 from envrigger.errors import LedgerError
-from envrigger.ledger.attribution import attribute, collapse, headline, summarize
+from envrigger.ledger.attribution import attribute, headline, summarize
 from envrigger.ledger.evaluate import evaluate_cell
 from envrigger.ledger.factors import FACTORS, Cell
 from envrigger.ledger.store import Ledger

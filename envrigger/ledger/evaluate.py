@@ -178,17 +178,6 @@ def results_of(store: TrajectoryStore, seeds: list[int]) -> list[TaskResult]:
     return [by_seed[seed] for seed in seeds]
 
 
-def diversity(store: TrajectoryStore) -> dict[str, float | None]:
-    """Behaviour diversity of a run: the share of episodes with an action sequence of their own, and the state-visit entropy."""
-    from envrigger.ledger.attribution import summarize
-
-    seeds = [int(s) for s in store.episodes_table(["seed"]).column("seed").to_pylist() if s is not None]
-    if not seeds or len(set(seeds)) != len(seeds):
-        return {"distinct_actions": None, "visit_entropy": None}
-    summary = summarize(results_of(store, seeds))
-    return {"distinct_actions": summary["distinct_actions"], "visit_entropy": summary["visit_entropy"]}
-
-
 def definitions() -> dict[str, str]:
     """What each ledger metric means (shown by `envrigger ledger show` and in docs/ledgers.md)."""
     return {

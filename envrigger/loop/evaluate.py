@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from envharness.spec import HarnessSpec
+from envrigger.diagnose.diversity import diversity  # the ledger's measures too, so a round and a release read alike
 from envrigger.loop.config import LoopConfig
 from envrigger.rollout import backend_for, rollout
 from envrigger.stats import wilson
@@ -60,8 +61,6 @@ def evaluate(
         "env_steps": int(lengths.sum()),
         "levels": len(set(levels)),
     }
-    from envrigger.ledger.evaluate import diversity  # the ledger's measures, so a round and a release read alike
-
     result["diversity"] = diversity(store)
     if spend:
         result["spent"] = spent_in(store)

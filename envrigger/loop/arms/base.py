@@ -23,6 +23,7 @@ import numpy as np
 
 from envharness.files import write_text_atomically
 from envharness.spec import HarnessSpec
+from envrigger.diagnose.diversity import collapse
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
@@ -187,8 +188,6 @@ class LoopArm:
         before = last.validation if last is not None else None
         if before is None or "diversity" not in before or None in scored["diversity"].values():
             return
-        from envrigger.ledger.attribution import collapse
-
         pair = [{"accepted": before.success, **before.diversity}, {"accepted": scored["success"], **scored["diversity"]}]
         found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
         if found is not None:
