@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,31 @@ from envrigger.loop.validate import Validator
 from envrigger.rollout import backend_for, rollout
 
 MASTERED_EPISODES = 20  # training episodes on a component before its success rate says it is mastered
+
+
+@dataclass
+class Admissions:
+    """What validating a round's candidates gave: the admitted component ids and labels, every candidate tried, the levels played."""
+
+    admitted: list[int]
+    labels: list[str]  # what each admitted component adds to the base env, as `library list` names transforms
+    tried: list[dict[str, Any]]  # every candidate: what it adds, why, and each gate's outcome (the run report shows them)
+    levels: set[str]
+
+
+@dataclass
+class RiggerRound:
+    """A rigger round's result: the fields it adds to the round's record, its stages' seconds, and its env steps and levels by use."""
+
+    record: dict[str, Any]  # findings, candidates, admitted, admitted_labels, rejected_by, tried, mastered, evidence (RoundSummary's)
+    seconds: dict[str, float]
+    collect_steps: int
+    collect_levels: set[str]
+    validate_steps: int
+    validate_levels: set[str]
+    own_budget: dict[
+        str, tuple[int, set[str]]
+    ]  # a gate counting its own steps (transfer): its steps and levels  # training episodes on a component before its success rate says it is mastered
 
 
 def _nearer(candidate: Candidate, gates: list[GateResult], config: LoopConfig, spaces: Any, seen: set[str]) -> Candidate | None:
@@ -90,7 +116,7 @@ def rigger_round(
     evidence: TrainingEpisodes,
     log: Callable[[str], None],
     trained: dict[str, tuple[int, int]] | None = None,
-) -> dict[str, Any]:
+) -> RiggerRound:
     """Diagnose, propose, validate and admit, after the rigger arm trained this round; admissions train from the next round.
 
     The diagnosis reads the learner's own last training episodes on the original env; only
@@ -102,7 +128,7 @@ def rigger_round(
     seconds: dict[str, float] = {}
     clock = time.perf_counter()
     policy = learner.policy()
-    store, collected = _evidence(workdir, config, policy, number, reserved, evidence, log)
+    store, collect_steps, collect_levels = _evidence(workdir, config, policy, number, reserved, evidence, log)
     seconds["collect"], clock = time.perf_counter() - clock, time.perf_counter()
     diagnosis = diagnose(store)
     (workdir / "diagnosis.json").write_text(diagnosis.model_dump_json(indent=2))
@@ -128,19 +154,28 @@ def rigger_round(
     seconds["validate"] = time.perf_counter() - clock
     # Gates that count their own steps (the transfer gate's copies): charged to the arm under the gate's name.
     own = {gate.name: (gate.steps, gate.levels) for gate in validator.gates if gate.own_budget and gate.used_in(config)}
-    return {
-        "seconds": seconds,
-        "evidence": {"training_episodes": len(evidence.episodes), "collected": max(config.collect_episodes - len(evidence.episodes), 0)},
-        "collected_success": diagnosis.success_rate,
-        "findings": [f.name for f in diagnosis.findings[:5]],
-        "candidates": len(candidates),
-        **outcome,
-        "rejected_by": rejected,
-        "mastered": [h for h, _, _ in solved],
-        **collected,
-        "validate_steps": validator.env_steps,
-        "own_budget": own,
-    }
+    return RiggerRound(
+        record={
+            "evidence": {
+                "training_episodes": len(evidence.episodes),
+                "collected": max(config.collect_episodes - len(evidence.episodes), 0),
+            },
+            "collected_success": diagnosis.success_rate,
+            "findings": [f.name for f in diagnosis.findings[:5]],
+            "candidates": len(candidates),
+            "admitted": outcome.admitted,
+            "admitted_labels": outcome.labels,
+            "rejected_by": rejected,
+            "tried": outcome.tried,
+            "mastered": [h for h, _, _ in solved],
+        },
+        seconds=seconds,
+        collect_steps=collect_steps,
+        collect_levels=collect_levels,
+        validate_steps=validator.env_steps,
+        validate_levels=outcome.levels,
+        own_budget=own,
+    )
 
 
 def _evidence(
@@ -151,13 +186,13 @@ def _evidence(
     reserved: set[str],
     evidence: TrainingEpisodes,
     log: Callable[[str], None],
-) -> tuple[Any, dict[str, Any]]:
-    """The diagnosis's store: the learner's own training episodes, topped up with fresh ones if fewer than asked for."""
+) -> tuple[Any, int, set[str]]:
+    """The diagnosis's store (and the env steps and levels of the episodes collected fresh): the learner's own training episodes, topped up with fresh ones if fewer than asked for."""
     base = config.spec
     store = evidence.save(workdir / "evidence", base, policy.policy_id)
     recorded = len(evidence.episodes)
     missing = config.collect_episodes - recorded
-    collected: dict[str, Any] = {"collect_steps": 0, "collect_levels": set()}
+    steps, levels = 0, set[str]()
     if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
         collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
         log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
@@ -170,11 +205,8 @@ def _evidence(
         )
         table = store.episodes_table(["episode_id", "length", "level_id"])
         fresh = table.filter(pc.greater_equal(table.column("episode_id"), recorded))
-        collected = {
-            "collect_steps": int(np.sum(fresh.column("length").to_numpy())),
-            "collect_levels": set(fresh.column("level_id").to_pylist()),
-        }
-    return store, collected
+        steps, levels = int(np.sum(fresh.column("length").to_numpy())), set(fresh.column("level_id").to_pylist())
+    return store, steps, levels
 
 
 def _candidates(
@@ -250,7 +282,7 @@ def _validate_all(
     admitted_before: list[tuple[str, HarnessSpec, str]],
     rejected: dict[str, int],
     agent_id: str,
-) -> dict[str, Any]:
+) -> Admissions:
     """Validate every candidate in turn (a step-in's nearer rung right after the easing it follows); admit those that pass."""
     base = config.spec
     validation_levels: set[str] = set()
@@ -309,4 +341,4 @@ def _validate_all(
                 candidates.insert(index + 1, nearer)  # validated next, in this round: the agent need not wait a round at 0%
                 stepped_in += 1
         index += 1
-    return {"admitted": admitted, "admitted_labels": labels, "tried": tried, "validate_levels": validation_levels}
+    return Admissions(admitted, labels, tried, validation_levels)

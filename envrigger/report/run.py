@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, select_autoescape
 
-from envrigger.loop.results import FinalResults
+from envrigger.loop.results import FinalResults, RoundSummary
 from envrigger.report.plots import figure_png
 from envrigger.stats import normal_interval
 
@@ -63,7 +63,7 @@ def _heldout_by_seed(run: Path, arm: str) -> dict[int, float]:
     return {int(s): float(ok) for s, ok in zip(table["seed"], table["success"], strict=True) if s is not None}
 
 
-def _figures(rounds: list[dict[str, Any]], arms: list[str]) -> dict[str, str]:
+def _figures(rounds: list[RoundSummary], arms: list[str]) -> dict[str, str]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,16 +74,16 @@ def _figures(rounds: list[dict[str, Any]], arms: list[str]) -> dict[str, str]:
         return out
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6), layout="constrained")
     for arm in arms:
-        points = [(r["round"], r["arms"][arm]) for r in rounds if arm in r.get("arms", {})]
+        points = [(r.round, r.arms[arm]) for r in rounds if arm in r.arms]
         if not points:
             continue
         x = [n for n, _ in points]
-        y = [a["validation"]["success"] for _, a in points]
-        lo = [a["validation"].get("ci", [v, v])[0] for (_, a), v in zip(points, y, strict=True)]
-        hi = [a["validation"].get("ci", [v, v])[1] for (_, a), v in zip(points, y, strict=True)]
+        y = [a.validation.success for _, a in points]
+        lo = [(a.validation.ci or [v, v])[0] for (_, a), v in zip(points, y, strict=True)]
+        hi = [(a.validation.ci or [v, v])[1] for (_, a), v in zip(points, y, strict=True)]
         (line,) = left.plot(x, y, marker="o", label=arm)
         left.fill_between(x, lo, hi, alpha=0.15, color=line.get_color())
-        train = [sum(a["train"].get("wins", [0])) / max(sum(a["train"].get("picks", [0])), 1) for _, a in points]
+        train = [sum(a.train.wins) / max(sum(a.train.picks), 1) for _, a in points]
         right.plot(x, train, marker="o", label=arm, color=line.get_color())
     left.set(title="validation success by round (95% interval)", xlabel="round", ylabel="success", ylim=(-0.02, 1.02))
     right.set(title="training success by round (all envs trained on)", xlabel="round", ylabel="wins / episodes", ylim=(-0.02, 1.02))
@@ -144,7 +144,7 @@ def run_facts(run: str | Path) -> dict[str, Any]:
         "components": [c.model_dump(mode="json") for c in components],
         "final": final,
         "differences": differences,
-        "figures": _figures(rounds, arms),
+        "figures": _figures([RoundSummary.model_validate(r) for r in rounds], arms),
         "versions": _versions(),
     }
 

@@ -114,14 +114,14 @@ class Rigger(LoopArm):
             rnd.workdir, config, self.run.library, self.learner, rnd.number, self.run.reserved, self.run.spaces, plan.evidence,
             self.run.log, per_component,
         )  # fmt: skip
-        spent.update(collect=rigged.pop("collect_steps"), validate=rigged.pop("validate_steps"))
-        for gate, (steps, levels) in rigged.pop("own_budget").items():  # the transfer gate's copies
+        spent.update(collect=rigged.collect_steps, validate=rigged.validate_steps)
+        for gate, (steps, levels) in rigged.own_budget.items():  # the transfer gate's copies
             spent[gate] = steps
             rnd.use(f"{self.name}:{gate}", levels)
-        rnd.use(f"{self.name}:collect", rigged.pop("collect_levels"))
-        rnd.use(f"{self.name}:validate", rigged.pop("validate_levels"))
-        seconds.update(rigged.pop("seconds"))
-        rnd.summary.update(rigged)
+        rnd.use(f"{self.name}:collect", rigged.collect_levels)
+        rnd.use(f"{self.name}:validate", rigged.validate_levels)
+        seconds.update(rigged.seconds)
+        rnd.summary.update(rigged.record)
 
     def end_round(self, rnd: RoundState) -> None:
         if self.credited:
