@@ -183,7 +183,7 @@ def evaluate_none(loop_dir: Path, none_dir: Path, agent: dict[str, Any]) -> dict
     finally:
         probe.close()
     shutil.rmtree(none_dir / "heldout", ignore_errors=True)  # an evaluation cut short starts over
-    result = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, none_dir / "heldout", config)
+    result = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, none_dir / "heldout", config).dump()
     result["policy_id"] = learner.policy_id
     _write(none_dir / "result.json", json.dumps(result, indent=2))  # the commit point of the none arm
     return result

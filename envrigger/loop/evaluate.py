@@ -14,6 +14,7 @@ import numpy as np
 from envharness.spec import HarnessSpec
 from envrigger.diagnose.diversity import diversity  # the ledger's measures too, so a round and a release read alike
 from envrigger.loop.config import LoopConfig
+from envrigger.loop.results import Evaluation
 from envrigger.rollout import backend_for, rollout
 from envrigger.stats import wilson
 
@@ -35,7 +36,7 @@ def evaluate(
     trained_on: set[str] | None = None,
     by_seed: bool = False,
     spend: bool = False,
-) -> dict[str, Any]:
+) -> Evaluation:
     """Success of ``policy`` on the original env with its original verifier, one episode per seed.
 
     Reports the success rate with its Wilson interval (over these episodes of one learner),
@@ -68,4 +69,4 @@ def evaluate(
         result["outcomes"] = dict(zip(table.column("seed").to_pylist(), success.tolist(), strict=True))
     if trained_on is not None:
         result["seen_in_training"] = sum(level in trained_on for level in levels) / len(levels)
-    return result
+    return Evaluation(**result)

@@ -54,6 +54,11 @@ class Evaluation(Readable):
     levels: int = 0
     diversity: dict[str, float | None] = Field(default_factory=dict)
     seen_in_training: float | None = None
+    outcomes: dict[int, bool] | None = None  # each seed's success, when asked for (what a paired comparison reads)
+    spent: dict[str, int] | None = None  # an LLM agent's model calls and tokens, when asked for
+
+    def dump(self) -> dict[str, Any]:
+        return dict(self.model_dump(mode="json", exclude_unset=True))
 
 
 # A kind of step is named `validate`, which BaseModel's deprecated `validate` classmethod also is: the field wins, as meant.

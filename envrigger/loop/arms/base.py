@@ -31,7 +31,7 @@ from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Component, Library
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import transforms_label
-from envrigger.loop.results import ArmRound, RoundSummary, Steps, Trained
+from envrigger.loop.results import ArmRound, Evaluation, RoundSummary, Steps, Trained
 from envrigger.loop.samplers import PLR
 from envrigger.loop.train import train_arm
 
@@ -182,13 +182,13 @@ class LoopArm:
         rnd.summary.setdefault("stage_seconds", {})[self.name] = seconds  # wall time by stage, like wall_time not stable
         return ArmRound(train=trained, interaction=Steps.counted(spent), validation=scored)
 
-    def _collapse(self, rnd: RoundState, scored: dict[str, Any]) -> None:
+    def _collapse(self, rnd: RoundState, scored: Evaluation) -> None:
         """Note when the arm became more uniform on the validation levels and no better: it stopped exploring."""
         last = self.run.done[-1].arms.get(self.name) if self.run.done else None
         before = last.validation if last is not None else None
-        if before is None or "diversity" not in before or None in scored["diversity"].values():
+        if before is None or "diversity" not in before or None in scored.diversity.values():
             return
-        pair = [{"accepted": before.success, **before.diversity}, {"accepted": scored["success"], **scored["diversity"]}]
+        pair = [{"accepted": before.success, **before.diversity}, {"accepted": scored.success, **scored.diversity}]
         found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
         if found is not None:
             rnd.summary.setdefault("arm_findings", {})[self.name] = [found]
