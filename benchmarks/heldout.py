@@ -38,7 +38,7 @@ from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
 from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
-from envrigger.loop.results import AcrossSeeds, FinalResults
+from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary
 from envrigger.loop.seeds import COLLAPSED
 from envrigger.stats import t_interval
 
@@ -122,7 +122,7 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
 
     rows = []
     for seed_dir in _finished(where):
-        final = FinalResults.load(seed_dir / "final.json").dump()
+        final = FinalResults.load(seed_dir / "final.json")
         library = Library(seed_dir / "library.db", create=False)
         admitted = [
             " + ".join(
@@ -137,21 +137,21 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
             {
                 "seed": int(seed_dir.name.split("-")[1]),
                 "admitted": admitted,
-                "heldout": {arm: a["heldout"]["success"] for arm, a in final["arms"].items()},
-                "round": {arm: a["round"] for arm, a in final["arms"].items()},
+                "heldout": {arm: a.heldout.success if a.heldout is not None else None for arm, a in final.arms.items()},
+                "round": {arm: a.round for arm, a in final.arms.items()},
             }
         )
     return rows
 
 
-def _rounds(where: Path) -> dict[int, list[dict[str, Any]]]:
+def _rounds(where: Path) -> dict[int, list[RoundSummary]]:
     """Each master seed's round summaries, from its library."""
     from envrigger.loop.library import Library
 
     out = {}
     for seed_dir in _finished(where):
         library = Library(seed_dir / "library.db", create=False)
-        out[int(seed_dir.name.split("-")[1])] = library.rounds()
+        out[int(seed_dir.name.split("-")[1])] = [RoundSummary.model_validate(r) for r in library.rounds()]
         library.close()
     return out
 
@@ -190,14 +190,14 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
         result = across_seeds({int(p.name.split("-")[1]): FinalResults.load(p / "final.json") for p in finished})
     else:
         return None
-    partial = None if len(result["seeds"]) >= plan["seeds"] else f"{len(result['seeds'])} of {plan['seeds']} master seeds finished"
+    partial = None if len(result.seeds) >= plan["seeds"] else f"{len(result.seeds)} of {plan['seeds']} master seeds finished"
     rounds = _rounds(where)
     curves = {}
-    for arm in result["arms"]:
-        per_seed = np.array([[r["arms"][arm]["validation"]["success"] for r in rounds[s]] for s in sorted(rounds)])
-        steps = np.cumsum([r["arms"][arm]["train"]["steps"] for r in rounds[min(rounds)]]).tolist()
+    for arm in result.arms:
+        per_seed = np.array([[r.arms[arm].validation.success for r in rounds[s]] for s in sorted(rounds)])
+        steps = np.cumsum([r.arms[arm].train.steps for r in rounds[min(rounds)]]).tolist()
         curves[arm] = {"train_steps": steps, "validation": [t_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
-    wall = [sum(r["wall_time"] for r in rounds[s]) for s in sorted(rounds)]
+    wall = [sum(r.wall_time for r in rounds[s]) for s in sorted(rounds)]
     return {
         "benchmark": benchmark.model_dump(mode="json"),
         "config": config,
