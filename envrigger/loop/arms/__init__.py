@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from typing import Any
 
 ARM_CLASSES: dict[str, Any] = {}
@@ -36,9 +37,33 @@ ARM_CLASSES: dict[str, Any] = {}
 _LOADED: list[bool] = []
 
 
+NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # an arm's name is part of file names (ARM-round-N): no path characters
+
+
 def register_arm(cls: Any) -> Any:
-    """Class decorator: enrol an arm under its ``name`` (a second arm of the same name replaces the first)."""
-    ARM_CLASSES[cls.name] = cls
+    """Class decorator: enrol an arm under its ``name``; a name taken by another arm, or a replay stream, is refused.
+
+    Example:
+        >>> class Broken:
+        ...     name, order, help, replay_stream = "../plr", 99, "a name that is a path", None
+        >>> register_arm(Broken)
+        Traceback (most recent call last):
+        ...
+        ValueError: arm name '../plr': use lower-case letters, digits and single hyphens (it names the arm's files)
+    """
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ValueError(f"arm name {name!r}: use lower-case letters, digits and single hyphens (it names the arm's files)")
+    if not getattr(cls, "help", ""):
+        raise ValueError(f"arm {name!r}: give it a help line (envrigger run --help shows it)")
+    taken = ARM_CLASSES.get(name)
+    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):  # not a reload
+        raise ValueError(f"arm {name!r} is registered already (by {taken.__qualname__}); pick another name")
+    stream = getattr(cls, "replay_stream", None)
+    sharing = [other.name for other in ARM_CLASSES.values() if other.name != name and stream is not None and other.replay_stream == stream]
+    if sharing:
+        raise ValueError(f"arm {name!r}: replay stream {stream} is {sharing[0]}'s; pick a number no other arm uses")
+    ARM_CLASSES[name] = cls
     return cls
 
 

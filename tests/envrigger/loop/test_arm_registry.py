@@ -96,3 +96,23 @@ def test_an_arm_that_needs_another_is_refused_alone_and_an_arms_own_check_runs(e
     with pytest.raises(ValidationError, match="follower reads the round before"):
         LoopConfig(**{**SMALL, "arms": ["follower", "plr"], "rounds": 1})
     assert LoopConfig(**{**SMALL, "arms": ["follower", "plr"]}).arms == ["plr", "follower"]
+
+
+def test_an_arm_whose_name_is_a_path_taken_or_whose_stream_is_shared_is_refused(extra_arm):
+    def arm(name, stream=None, label="x"):
+        return type("Hostile", (LoopArm,), {"name": name, "order": 99, "help": label, "replay_stream": stream})
+
+    for name in ("../rigger", "a/b", "Rigger", "", "dr--x", "-x"):
+        with pytest.raises(ValueError, match="lower-case letters, digits and single hyphens"):
+            register_arm(arm(name))
+    with pytest.raises(ValueError, match="'rigger' is registered already"):
+        register_arm(arm("rigger"))  # a plugin cannot swap the stock rigger arm for its own
+    impostor = arm("rigger")
+    impostor.__qualname__ = "Rigger"  # even under the stock class's own name
+    with pytest.raises(ValueError, match="'rigger' is registered already"):
+        register_arm(impostor)
+    with pytest.raises(ValueError, match="replay stream 3 is plr's"):
+        register_arm(arm("plr-twin", stream=3))
+    with pytest.raises(ValueError, match="give it a help line"):
+        register_arm(arm("quiet", label=""))
+    assert registered()["rigger"].__module__ == "envrigger.loop.arms.rigger" and "plr-twin" not in registered()
