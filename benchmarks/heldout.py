@@ -37,8 +37,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from envharness.spec import HarnessSpec
+from envrigger.errors import TrajectoryError
 from envrigger.loop import ARMS, LoopConfig, SeedsRun, across_seeds, run_many
-from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary
+from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary, read_rounds
 from envrigger.loop.seeds import COLLAPSED
 from envrigger.stats import t_interval
 
@@ -151,7 +152,7 @@ def _rounds(where: Path) -> dict[int, list[RoundSummary]]:
     out = {}
     for seed_dir in _finished(where):
         library = Library(seed_dir / "library.db", create=False)
-        out[int(seed_dir.name.split("-")[1])] = [RoundSummary.model_validate(r) for r in library.rounds()]
+        out[int(seed_dir.name.split("-")[1])] = read_rounds(library.rounds(), str(seed_dir / "library.db"))
         library.close()
     return out
 
@@ -533,7 +534,11 @@ def main(argv: list[str] | None = None) -> int:
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
     for benchmark in load_suite(args.suite):
-        entry = collect(benchmark, out)
+        try:
+            entry = collect(benchmark, out)
+        except TrajectoryError as error:  # a damaged record: one line naming it, as the envrigger commands say it
+            print(f"heldout.py: error: {error}", file=sys.stderr)
+            return 2
         if entry is not None:
             figure(entry, out / f"{benchmark.name}.png")
             entries.append(entry)

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -236,13 +237,25 @@ def _say_import(app: typer.Typer) -> None:
             _say_import(group.typer_instance)
 
 
-def run_cli(app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...] = ()) -> int:
-    """Run a typer app; user errors become one line on stderr and exit code 2. ``--import MODULE`` is read first."""
+def run_cli(
+    app: typer.Typer,
+    argv: list[str] | None,
+    prog: str,
+    known: tuple[type[BaseException], ...] = (),
+    imported: Callable[[], None] | None = None,
+) -> int:
+    """Run a typer app; user errors become one line on stderr and exit code 2. ``--import MODULE`` is read first.
+
+    ``imported`` runs after the user's modules are imported and before the command line is
+    parsed: what a module registers (an arm, a transform) can still reach the ``--help`` text.
+    """
     _say_import(app)
     try:
         argv, modules = take_imports(list(sys.argv[1:] if argv is None else argv))
         for module in modules:
             import_user_module(module)
+        if imported is not None:
+            imported()
         result = app(args=argv, prog_name=prog, standalone_mode=False)
     except typer.Exit as done:
         return done.exit_code

@@ -576,12 +576,7 @@ def _spec_from(argument: str | None) -> Any:
 
 RUN_FLAGS: dict[str, Flag] = {
     "learner": Flag(),
-    "arms": Flag(
-        kind=str,
-        help="Comma-separated arms trained side by side at equal training steps: "
-        + ", ".join(f"{name} ({arm.help})" for name, arm in registered().items())
-        + ".",
-    ),
+    "arms": Flag(kind=str, help="Comma-separated arms trained side by side at equal training steps (the registered arms)."),
     "budget_steps": Flag(),
     "rounds": Flag(),
     "collect_episodes": Flag(),
@@ -767,6 +762,19 @@ run_command.__signature__ = inspect.signature(run_command).replace(  # type: ign
     ]
 )
 app.command("run")(run_command)
+
+
+def _arms_help() -> None:
+    """``--arms``'s help names every registered arm, one a module given to ``--import`` registered too."""
+    option = inspect.signature(run_command).parameters["arms"].default
+    option.help = (
+        "Comma-separated arms trained side by side at equal training steps: "
+        + ", ".join(f"{name} ({arm.help})" for name, arm in registered().items())
+        + "."
+    )
+
+
+_arms_help()
 
 
 def _write_report(run: Path, log: Callable[[str], None]) -> None:
@@ -1074,7 +1082,7 @@ def version() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point of ``envrigger``."""
-    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError, OSError)))
+    sys.exit(run_cli(app, argv, "envrigger", known=(UserError, FileNotFoundError, ValueError, OSError), imported=_arms_help))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ class EnvriggerError(EnvHarnessError):
     """Base class of every error envrigger raises on purpose."""
 
 
+class ArmError(EnvriggerError):
+    """An arm that cannot run as it is written: its plan raised, mixes spaces, or its sampler picked a reserved level."""
+
+
 class TrajectoryError(EnvriggerError):
     """A run directory, trajectory file or record is missing or malformed."""
 

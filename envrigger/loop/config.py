@@ -78,6 +78,10 @@ ROLLOUT_BATCH = Field(
 BACKENDS = ("serial", "process", "ray")
 
 
+RENAMED = {"max_steps": "candidate_max_steps", "timeout_s": "candidate_timeout_s", "batch": "rollout_batch"}
+"""ValidationConfig's settings named otherwise before they took LoopConfig's names (2026-12-07)."""
+
+
 def _not_a_switch(value: Any, info: Any) -> Any:
     """A budget is a number: ``true`` in a hand-edited file would read as 1 (a step, a second) and refuse every candidate."""
     if isinstance(value, bool):
@@ -109,7 +113,7 @@ class ValidationConfig(BaseModel):
         ...
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a misspelt or renamed setting is an error, never a default
 
     band: tuple[float, float] = BAND
     confidence: float = CONFIDENCE
@@ -129,6 +133,14 @@ class ValidationConfig(BaseModel):
 
     _backend = field_validator("backend")(_known_backend)
     _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        old = [name for name in RENAMED if isinstance(data, dict) and name in data]
+        if old:
+            raise ValueError(f"{old[0]} is {RENAMED[old[0]]} now (one name per setting, as in LoopConfig and on the command line)")
+        return data
 
 
 class LoopConfig(BaseModel):

@@ -22,6 +22,7 @@ from envharness.adapters.minigrid_search import steps_taken
 from envharness.errors import TransformError
 from envharness.spec import HarnessSpec
 from envharness.verifier import Verdict
+from envrigger.errors import ArmError
 from envrigger.loop.levels import Seeds
 
 
@@ -127,13 +128,18 @@ class MixtureEnv(gym.Env):
                 continue
             finally:
                 self.search_steps += steps_taken() - searched
+            level = "" if info.get("level_id") is None else str(info["level_id"])
             if index != 0:
                 # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.
-                level = "" if info.get("level_id") is None else str(info["level_id"])
                 if is_reserved(level, self.seeds.reserved):
                     self.seeds.skipped += 1
                     continue
-                self.seeds.levels.add(level)
+            elif is_reserved(level, self.seeds.reserved):  # fresh seeds never are: a sampler handed out a level of its own
+                raise ArmError(
+                    f"the sampler picked seed {int(level_seed)}, a held-out or validation level ({level}); an arm's sampler "
+                    "draws new levels through the fresh-seed callback it is given, and replays only levels it drew so"
+                )
+            self.seeds.levels.add(level)  # every level played, a replayed one too (its record is the round's)
             self.current, self._length = (index, int(level_seed)), 0
             self._return = 0.0
             if self.evidence is not None and index == 0 and self.evidence.active():

@@ -29,9 +29,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, ValidationError
 
 from envrigger.data.versioned import Readable, Versioned
+from envrigger.errors import TrajectoryError
 
 SCHEMA_VERSION = 1  # 1: schema_version recorded in final.json and every round summary
 
@@ -253,6 +254,28 @@ class AcrossSeeds(_Versioned):
     def load(cls, path: Path) -> AcrossSeeds:
         """Read a ``result.json`` (any version this code knows)."""
         return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+
+
+def read_rounds(records: list[Any], where: str) -> list[RoundSummary]:
+    """Round records as a library keeps them, typed; a damaged one is a one-line ``TrajectoryError`` naming the round and field.
+
+    Example:
+        >>> read_rounds([{"round": 1, "arms": {}, "rejected_by": ["x"]}], "runs/a/library.db")
+        Traceback (most recent call last):
+        ...
+        envrigger.errors.TrajectoryError: runs/a/library.db: round 1: rejected_by: Input should be a valid dictionary; the run's record is damaged: start a new run
+    """
+    rounds = []
+    for number, record in enumerate(records, 1):
+        try:
+            rounds.append(RoundSummary.model_validate(record))
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "the record"
+            named = record.get("round", number) if isinstance(record, dict) else number
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise TrajectoryError(f"{where}: round {named}: {field}: {message}; the run's record is damaged: start a new run") from None
+    return rounds
 
 
 class LoopResult(Readable):

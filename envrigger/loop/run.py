@@ -27,7 +27,7 @@ from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
-from envrigger.loop.results import ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary
+from envrigger.loop.results import ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary, read_rounds
 
 
 def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int], None]]:
@@ -99,7 +99,7 @@ def _resumed(out: Path, config: LoopConfig | None) -> tuple[LoopConfig, LoopResu
         finished = Library(out / "library.db", create=False)
         rounds = finished.rounds()
         finished.close()
-        return config, LoopResult(rounds=[RoundSummary.model_validate(r) for r in rounds], final=FinalResults.load(out / "final.json"))
+        return config, LoopResult(rounds=read_rounds(rounds, str(out / "library.db")), final=FinalResults.load(out / "final.json"))
     return config, None
 
 
@@ -132,7 +132,7 @@ def _run_loop(
     split = _levels(out, config, log, stage)
     library = Library(out / "library.db")
     probe = config.spec.build()
-    run = RunState(out, config, split, library, probe, log, done=[RoundSummary.model_validate(r) for r in library.rounds()])
+    run = RunState(out, config, split, library, probe, log, done=read_rounds(library.rounds(), str(out / "library.db")))
     arms = registered()
     for name in config.arms:
         run.arms[name] = arms[name](run)
@@ -143,17 +143,18 @@ def _run_loop(
         workdir = out / f"round-{number}"
         shutil.rmtree(workdir, ignore_errors=True)  # an unfinished round starts over
         workdir.mkdir(parents=True)
-        rnd = RoundState(number, workdir, _load_levels(out), {"round": number, "arms": {}})
+        owners = {key: arm.name for arm in run.arms.values() for key in arm.round_fields}
+        rnd = RoundState(number, workdir, _load_levels(out), owners)
         for arm in run.arms.values():
             arm.begin_round(rnd)
         for arm in run.arms.values():
-            rnd.summary["arms"][arm.name] = arm.play(rnd, stage, board)
-        rnd.summary["wall_time"] = time.perf_counter() - started
+            rnd.played(arm.name, arm.play(rnd, stage, board))
+        wall_time = time.perf_counter() - started
         for arm in run.arms.values():
             arm.end_round(rnd)
             arm.save(number)
         save_json(out / f"levels-round-{number}.json", {use: sorted(levels) for use, levels in rnd.used.items()})
-        committed = RoundSummary.model_validate(rnd.summary)
+        committed = rnd.summary(wall_time)
         library.complete_round(number, committed.dump())  # the commit point of the round
         run.done.append(committed)
         if board is not None:

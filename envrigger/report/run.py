@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, select_autoescape
 
-from envrigger.loop.results import FinalResults, RoundSummary
+from envrigger.loop.results import FinalResults, RoundSummary, read_rounds
 from envrigger.report.plots import figure_png
 from envrigger.stats import normal_interval
 
@@ -144,7 +144,7 @@ def run_facts(run: str | Path) -> dict[str, Any]:
         "components": [c.model_dump(mode="json") for c in components],
         "final": final,
         "differences": differences,
-        "figures": _figures([RoundSummary.model_validate(r) for r in rounds], arms),
+        "figures": _figures(read_rounds(rounds, str(run / "library.db")), arms),
         "versions": _versions(),
     }
 

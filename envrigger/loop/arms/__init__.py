@@ -38,10 +38,13 @@ _LOADED: list[bool] = []
 
 
 NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # an arm's name is part of file names (ARM-round-N): no path characters
+TAKEN_FILES = ("levels",)  # the loop's own files ARM-round-N would overwrite (levels-round-N.json); and NAME-shadow (below)
 
 
 def register_arm(cls: Any) -> Any:
     """Class decorator: enrol an arm under its ``name``; a name taken by another arm, or a replay stream, is refused.
+
+    The stock arms are registered first, so no arm registered later can take their names.
 
     Example:
         >>> class Broken:
@@ -51,18 +54,33 @@ def register_arm(cls: Any) -> Any:
         ...
         ValueError: arm name '../plr': use lower-case letters, digits and single hyphens (it names the arm's files)
     """
+    if not _LOADED:
+        registered()
     name = getattr(cls, "name", "")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ValueError(f"arm name {name!r}: use lower-case letters, digits and single hyphens (it names the arm's files)")
+    if name in TAKEN_FILES or name.endswith("-shadow"):  # rigger-shadow-round-N is the rigger arm's shadow learner
+        raise ValueError(f"arm name {name!r}: the loop's own files are named so (levels-round-N, ARM-shadow-round-N); pick another")
+    order = getattr(cls, "order", None)
+    if isinstance(order, bool) or not isinstance(order, int | float):
+        raise ValueError(f"arm {name!r}: give it an order, a number (the stock arms use 0 to 70), saying where a round trains it")
     if not getattr(cls, "help", ""):
         raise ValueError(f"arm {name!r}: give it a help line (envrigger run --help shows it)")
     taken = ARM_CLASSES.get(name)
-    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):  # not a reload
-        raise ValueError(f"arm {name!r} is registered already (by {taken.__qualname__}); pick another name")
+    if taken is not None and taken is not cls:
+        raise ValueError(f"arm {name!r} is registered already (by {taken.__module__}.{taken.__qualname__}); pick another name")
     stream = getattr(cls, "replay_stream", None)
     sharing = [other.name for other in ARM_CLASSES.values() if other.name != name and stream is not None and other.replay_stream == stream]
     if sharing:
         raise ValueError(f"arm {name!r}: replay stream {stream} is {sharing[0]}'s; pick a number no other arm uses")
+    fields = tuple(getattr(cls, "round_fields", ()))
+    for other in ARM_CLASSES.values():
+        shared = [key for key in fields if other.name != name and key in getattr(other, "round_fields", ())]
+        if shared:
+            raise ValueError(f"arm {name!r}: the round's {shared[0]!r} is the {other.name} arm's (round_fields); name a field of its own")
+    loops = [key for key in fields if key in ("round", "arms", "wall_time", "schema_version", "stage_seconds", "arm_findings")]
+    if loops:
+        raise ValueError(f"arm {name!r}: the round's {loops[0]!r} is the loop's; name a field of its own in round_fields")
     ARM_CLASSES[name] = cls
     return cls
 
@@ -82,6 +100,9 @@ def check_arms(names: list[str]) -> list[str]:
     if not names or len(set(names)) != len(names) or any(name not in arms for name in names):
         raise ValueError(f"--arms: got {','.join(names)!r}; give distinct arms from {','.join(arms)}")
     for name in names:
+        unknown = [need for need in arms[name].needs if need not in arms]
+        if unknown:
+            raise ValueError(f"--arms: {name} needs the {unknown[0]} arm, which no module registers; register it or remove {name}")
         missing = [need for need in arms[name].needs if need not in names]
         if missing:
             lonely = [n for n in names if missing[0] in arms[n].needs]

@@ -24,6 +24,7 @@ import numpy as np
 from envharness.files import write_text_atomically
 from envharness.spec import HarnessSpec
 from envrigger.diagnose.diversity import collapse
+from envrigger.errors import ArmError, EnvriggerError
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
@@ -65,18 +66,64 @@ class RunState:
         return self.split.reserved
 
 
-@dataclass
 class RoundState:
-    """One round as it runs: its number, work directory, the levels each use played, and the record being built."""
+    """One round as it runs: its number, work directory, the levels each use played, and the record being built.
 
-    number: int
-    workdir: Path
-    used: dict[str, set[str]]
-    summary: dict[str, Any]
+    An arm adds to the round's record only through :meth:`note` (a field it declares in
+    ``round_fields``, which no other arm may write) and :meth:`note_arm` (its own entry of a
+    per-arm map); the loop alone writes each arm's :class:`ArmRound`, the round number and
+    the wall time.
+
+    Example:
+        >>> rnd = RoundState(1, Path("round-1"), {}, owners={"library_size": "rigger"})
+        >>> rnd.note("rigger", "library_size", 2); rnd.note_arm("plr", "stage_seconds", {"train": 1.0})
+        >>> rnd.note("plr", "library_size", 9)
+        Traceback (most recent call last):
+        ...
+        envrigger.errors.ArmError: the plr arm may not write the round's 'library_size': the rigger arm's round_fields hold it
+    """
+
+    LOOP_FIELDS = ("round", "arms", "wall_time", "schema_version")
+    ARM_MAPS = ("stage_seconds", "arm_findings")  # per-arm maps: each arm writes its own entry
+
+    def __init__(self, number: int, workdir: Path, used: dict[str, set[str]], owners: dict[str, str] | None = None) -> None:
+        self.number, self.workdir, self.used = number, workdir, used
+        self._record: dict[str, Any] = {"round": number, "arms": {}}
+        self._owners = dict(owners or {})  # each round field an arm declared, and the arm
 
     def use(self, kind: str, levels: set[str] | list[str]) -> None:
         """Record that ``kind`` (``ARM:USE``, e.g. ``rigger:collect``) played ``levels``."""
         self.used.setdefault(kind, set()).update(levels)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field of the round's record as it stands."""
+        return self._record.get(key, default)
+
+    def note(self, arm: str, key: str, value: Any) -> None:
+        """Set the round's field ``key``, one of ``arm``'s declared ``round_fields``; any other field is refused."""
+        owner = self._owners.get(key)
+        if owner != arm:
+            whose = (
+                "the loop's" if key in self.LOOP_FIELDS else f"the {owner} arm's round_fields hold it" if owner else "no arm declares it"
+            )
+            raise ArmError(f"the {arm} arm may not write the round's {key!r}: {whose}")
+        self._record[key] = value
+
+    def note_arm(self, arm: str, key: str, value: Any) -> None:
+        """Set ``arm``'s own entry of a per-arm map (``stage_seconds``, ``arm_findings``)."""
+        if key not in self.ARM_MAPS:
+            raise ArmError(f"the {arm} arm may not write the round's {key!r}: the per-arm maps are {', '.join(self.ARM_MAPS)}")
+        self._record.setdefault(key, {})[arm] = value
+
+    def played(self, arm: str, result: ArmRound) -> None:
+        """The loop records ``arm``'s round (once)."""
+        if arm in self._record["arms"]:
+            raise ArmError(f"the {arm} arm's round is recorded already")
+        self._record["arms"][arm] = result
+
+    def summary(self, wall_time: float) -> RoundSummary:
+        """The round's record, finished: what the library commits."""
+        return RoundSummary.model_validate({**self._record, "wall_time": wall_time})
 
 
 @dataclass
@@ -108,6 +155,7 @@ class LoopArm:
     help: ClassVar[str]
     needs: ClassVar[tuple[str, ...]] = ()
     replay_stream: ClassVar[int | None] = None  # the PLR buffer's random stream ([seed, stream]); None: no replay
+    round_fields: ClassVar[tuple[str, ...]] = ()  # fields of the round's record this arm writes (RoundState.note)
 
     def __init__(self, run: RunState) -> None:
         config = run.config
@@ -158,7 +206,7 @@ class LoopArm:
         """One round of this arm: plan, train, the arm's own work after training, then its score on the validation levels."""
         config, log = self.run.config, self.run.log
         spent = {"train": 0, "collect": 0, "validate": 0}
-        plan = self.plan(rnd)
+        plan = self._planned(rnd)
         log(f"round {rnd.number}: training the {self.name} arm on {len(plan.specs)} env(s) for {config.budget_steps:,} steps")
         if board is not None and hasattr(self.learner, "log_to"):
             self.learner.log_to(board.arm_directory(self.name))
@@ -179,8 +227,31 @@ class LoopArm:
         )
         seconds["select"] = time.perf_counter() - clock
         self._collapse(rnd, scored)
-        rnd.summary.setdefault("stage_seconds", {})[self.name] = seconds  # wall time by stage, like wall_time not stable
+        rnd.note_arm(self.name, "stage_seconds", seconds)  # wall time by stage, like wall_time not stable
         return ArmRound(train=trained, interaction=Steps.counted(spent), validation=scored)
+
+    def _planned(self, rnd: RoundState) -> ArmPlan:
+        """This round's plan, checked: every env shares the original's spaces (one learner trains on all of them)."""
+        try:
+            plan = self.plan(rnd)
+        except EnvriggerError:
+            raise
+        except Exception as error:  # an arm's own bug: named, in one line, with the cause chained for a debugger
+            detail = str(error).splitlines()[0] if str(error) else ""
+            raise ArmError(f"the {self.name} arm could not plan round {rnd.number}: {type(error).__name__}: {detail}") from error
+        for spec in plan.specs:
+            env = spec.build()
+            try:
+                spaces = (env.observation_space, env.action_space)
+            finally:
+                env.close()
+            if spaces != self.run.spaces:
+                raise ArmError(
+                    f"the {self.name} arm's plan trains on {transforms_label(spec.transforms) or spec.env_id} with spaces "
+                    f"{spaces[0]}, {spaces[1]}, not the original's {self.run.spaces[0]}, {self.run.spaces[1]}: one learner trains "
+                    "on every env of a plan, so each must keep the original's spaces"
+                )
+        return plan
 
     def _collapse(self, rnd: RoundState, scored: Evaluation) -> None:
         """Note when the arm became more uniform on the validation levels and no better: it stopped exploring."""
@@ -191,4 +262,4 @@ class LoopArm:
         pair = [{"accepted": before.success, **before.diversity}, {"accepted": scored.success, **scored.diversity}]
         found = collapse(pair[0], pair[1]) if None not in pair[0].values() else None
         if found is not None:
-            rnd.summary.setdefault("arm_findings", {})[self.name] = [found]
+            rnd.note_arm(self.name, "arm_findings", [found])

@@ -43,7 +43,7 @@ def trainable(run: RunState, rnd: RoundState) -> tuple[list[Component], list[Com
     As the round began: a round restarted after a crash does not see what its killed attempt admitted.
     """
     present = run.library.components()
-    retired = set(rnd.summary.get("retired", []))
+    retired = set(rnd.get("retired", []))
     return present, [c for c in present if (c.round is None or c.round < rnd.number) and c.hash not in retired]
 
 
@@ -55,6 +55,10 @@ class Rigger(LoopArm):
     order = 70
     help = "the EnvRigger curriculum"
     replay_stream = 4
+    round_fields = (
+        "retired", "library_size", "library_version", "evidence", "collected_success", "findings", "candidates", "admitted",
+        "admitted_labels", "rejected_by", "tried", "mastered", "credit_state",
+    )  # fmt: skip
 
     def __init__(self, run: RunState) -> None:
         super().__init__(run)
@@ -73,7 +77,7 @@ class Rigger(LoopArm):
         if self.run.config.retire_mastered:
             retired = mastered_components(self.run.done, self.run.config.band)
             if retired:
-                rnd.summary["retired"] = sorted(retired)
+                rnd.note(self.name, "retired", sorted(retired))
 
     def plan(self, rnd: RoundState) -> ArmPlan:
         config, library = self.run.config, self.run.library
@@ -82,8 +86,8 @@ class Rigger(LoopArm):
             current = [c for c in current if c.hash not in self.credit.retired]
         assert self.replay is not None
         self.replay.chooser = Curriculum(1 + len(current), np.random.default_rng([config.seed, rnd.number, 1]))
-        rnd.summary["library_size"] = len(current)
-        rnd.summary["library_version"] = library.version - sum(c.round == rnd.number for c in present)
+        rnd.note(self.name, "library_size", len(current))
+        rnd.note(self.name, "library_version", library.version - sum(c.round == rnd.number for c in present))
         evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
         return ArmPlan([self.run.base, *(c.spec for c in current)], self.replay, evidence, current)
 
@@ -121,11 +125,12 @@ class Rigger(LoopArm):
         rnd.use(f"{self.name}:collect", rigged.collect_levels)
         rnd.use(f"{self.name}:validate", rigged.validate_levels)
         seconds.update(rigged.seconds)
-        rnd.summary.update(rigged.record)
+        for key, value in rigged.record.items():
+            rnd.note(self.name, key, value)
 
     def end_round(self, rnd: RoundState) -> None:
         if self.credited:
-            rnd.summary["credit_state"] = self.credit.state()
+            rnd.note(self.name, "credit_state", self.credit.state())
 
     def save(self, number: int) -> None:
         super().save(number)
