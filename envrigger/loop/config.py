@@ -95,25 +95,8 @@ def _known_backend(value: str) -> str:
     return value
 
 
-class ValidationConfig(BaseModel):
-    """Gate thresholds and budgets (see docs/envrigger.md for what each means); :meth:`LoopConfig.validation` makes the loop's.
-
-    Every field is also a :class:`LoopConfig` field of the same name, bounds and default, so
-    each is set once, in ``loop.json`` or on the command line (``envrigger run --solvable-min``...).
-
-    Example:
-        >>> ValidationConfig(backend="serial").min_rollouts == LoopConfig.model_fields["min_rollouts"].default
-        True
-        >>> ValidationConfig(min_rollouts=2)
-        Traceback (most recent call last):
-        ...
-        pydantic_core._pydantic_core.ValidationError: 1 validation error for ValidationConfig
-        min_rollouts
-          Input should be greater than or equal to 5 [type=greater_than_equal, input_value=2, input_type=int]
-        ...
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")  # a misspelt or renamed setting is an error, never a default
+class ValidationSettings(BaseModel):
+    """Every gate threshold and validation budget, each written once: the fields :class:`ValidationConfig` and :class:`LoopConfig` share."""
 
     band: tuple[float, float] = BAND
     confidence: float = CONFIDENCE
@@ -134,6 +117,27 @@ class ValidationConfig(BaseModel):
     _backend = field_validator("backend")(_known_backend)
     _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
 
+
+class ValidationConfig(ValidationSettings):
+    """Gate thresholds and budgets (see docs/envrigger.md for what each means); :meth:`LoopConfig.validation` makes the loop's.
+
+    Every field is also a :class:`LoopConfig` field of the same name, bounds and default, so
+    each is set once, in ``loop.json`` or on the command line (``envrigger run --solvable-min``...).
+
+    Example:
+        >>> ValidationConfig(backend="serial").min_rollouts == LoopConfig.model_fields["min_rollouts"].default
+        True
+        >>> ValidationConfig(min_rollouts=2)
+        Traceback (most recent call last):
+        ...
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for ValidationConfig
+        min_rollouts
+          Input should be greater than or equal to 5 [type=greater_than_equal, input_value=2, input_type=int]
+        ...
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")  # a misspelt or renamed setting is an error, never a default
+
     @model_validator(mode="before")
     @classmethod
     def _renamed(cls, data: Any) -> Any:
@@ -143,8 +147,11 @@ class ValidationConfig(BaseModel):
         return data
 
 
-class LoopConfig(BaseModel):
-    """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run."""
+class LoopConfig(ValidationSettings):
+    """Everything a loop run needs; saved as ``loop.json`` so ``--resume`` continues the same run.
+
+    The validation settings (:class:`ValidationSettings`) are its fields too, under the same names.
+    """
 
     spec: HarnessSpec
     heldout_spec: HarnessSpec | None = Field(
@@ -190,21 +197,6 @@ class LoopConfig(BaseModel):
         description="run on an env with few levels: held-out seeds may share levels with training (the result says how many)",
     )
     seed: int = Field(0, ge=0, description="master seed")
-    workers: int | None = WORKERS
-    backend: str = BACKEND
-    rollout_batch: int = ROLLOUT_BATCH
-    band: tuple[float, float] = BAND
-    confidence: float = CONFIDENCE
-    min_rollouts: int = MIN_ROLLOUTS
-    max_rollouts: int = MAX_ROLLOUTS
-    reference_rollouts: int = REFERENCE_ROLLOUTS
-    solvable_min: float = SOLVABLE_MIN
-    solvable_fraction: float = SOLVABLE_FRACTION
-    region_min_share: float = REGION_MIN_SHARE
-    novelty_success_tol: float = NOVELTY_SUCCESS_TOL
-    novelty_length_tol: float = NOVELTY_LENGTH_TOL
-    candidate_max_steps: int | None = MAX_STEPS
-    candidate_timeout_s: float | None = TIMEOUT_S
     transfer_steps: int = Field(
         0,
         ge=0,
@@ -299,9 +291,6 @@ class LoopConfig(BaseModel):
         if value not in LEARNERS:
             raise ValueError(f"--learner: got {value!r}; use one of {', '.join(LEARNERS)}")
         return value
-
-    _backend = field_validator("backend")(_known_backend)
-    _budgets = field_validator("candidate_max_steps", "candidate_timeout_s", mode="before")(_not_a_switch)
 
     _known_arms = field_validator("arms")(check_arms)
 
