@@ -28,6 +28,7 @@ from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
 from envrigger.loop.results import ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary, read_rounds
+from envrigger.loop.train import learner_path
 
 
 def quiet_stage(label: str, total: int) -> AbstractContextManager[Callable[[int], None]]:
@@ -180,7 +181,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, rounds: list[RoundS
         best = max((r.arms[name].validation.success, r.round) for r in rounds)[1]  # ties go to the later round
         heldout = None
         if config.heldout:
-            learner = load_learner(config.learner, out / f"{name}-round-{best}", probe)
+            learner = load_learner(config.learner, learner_path(out, name, best), probe)
             log(f"held-out evaluation of the {name} arm (round {best}, picked on validation levels)")
             shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
             trained_on = used.get(f"{name}:train", set())

@@ -21,6 +21,11 @@ from envrigger.loop.results import Trained
 from envrigger.loop.samplers import PLR
 
 
+def learner_path(out: Path, arm: str, number: int) -> Path:
+    """Where ``arm``'s learner is saved after round ``number`` of the run in ``out`` (the learner may add its suffix)."""
+    return out / f"{arm}-round-{number}"
+
+
 class Trainee(Protocol):
     """What training reads of an arm: its name and its learner (which a credit chunk may swap for the kept copy)."""
 
@@ -37,7 +42,7 @@ class Arm:
         self.name, self.learner, self.replay = name, learner, replay
 
     def path(self, out: Path, number: int) -> Path:
-        return out / f"{self.name}-round-{number}"
+        return learner_path(out, self.name, number)
 
 
 def train_arm(

@@ -35,6 +35,8 @@ from typing import Any
 ARM_CLASSES: dict[str, Any] = {}
 """Every arm class registered so far, by name (read it through :func:`registered`, which loads the stock arms first)."""
 _LOADED: list[bool] = []
+LOOP_FIELDS = ("round", "arms", "wall_time", "schema_version")  # fields of a round's record the loop alone writes
+ARM_MAPS = ("stage_seconds", "arm_findings")  # per-arm maps of a round's record: each arm writes its own entry
 
 
 NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")  # an arm's name is part of file names (ARM-round-N): no path characters
@@ -78,7 +80,7 @@ def register_arm(cls: Any) -> Any:
         shared = [key for key in fields if other.name != name and key in getattr(other, "round_fields", ())]
         if shared:
             raise ValueError(f"arm {name!r}: the round's {shared[0]!r} is the {other.name} arm's (round_fields); name a field of its own")
-    loops = [key for key in fields if key in ("round", "arms", "wall_time", "schema_version", "stage_seconds", "arm_findings")]
+    loops = [key for key in fields if key in LOOP_FIELDS + ARM_MAPS]
     if loops:
         raise ValueError(f"arm {name!r}: the round's {loops[0]!r} is the loop's; name a field of its own in round_fields")
     ARM_CLASSES[name] = cls
@@ -110,4 +112,4 @@ def check_arms(names: list[str]) -> list[str]:
     return [name for name in arms if name in names]  # a fixed order, so every run trains arms alike
 
 
-__all__ = ["ARM_CLASSES", "check_arms", "register_arm", "registered"]
+__all__ = ["ARM_CLASSES", "ARM_MAPS", "LOOP_FIELDS", "check_arms", "register_arm", "registered"]

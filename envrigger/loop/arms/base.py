@@ -25,6 +25,7 @@ from envharness.files import write_text_atomically
 from envharness.spec import HarnessSpec
 from envrigger.diagnose.diversity import collapse
 from envrigger.errors import ArmError, EnvriggerError
+from envrigger.loop.arms import ARM_MAPS, LOOP_FIELDS
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
@@ -34,7 +35,7 @@ from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import transforms_label
 from envrigger.loop.results import ArmRound, Evaluation, RoundSummary, Steps, Trained
 from envrigger.loop.samplers import PLR
-from envrigger.loop.train import train_arm
+from envrigger.loop.train import learner_path, train_arm
 
 Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
 """``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
@@ -83,8 +84,7 @@ class RoundState:
         envrigger.errors.ArmError: the plr arm may not write the round's 'library_size': the rigger arm's round_fields hold it
     """
 
-    LOOP_FIELDS = ("round", "arms", "wall_time", "schema_version")
-    ARM_MAPS = ("stage_seconds", "arm_findings")  # per-arm maps: each arm writes its own entry
+    LOOP_FIELDS, ARM_MAPS = LOOP_FIELDS, ARM_MAPS
 
     def __init__(self, number: int, workdir: Path, used: dict[str, set[str]], owners: dict[str, str] | None = None) -> None:
         self.number, self.workdir, self.used = number, workdir, used
@@ -173,7 +173,7 @@ class LoopArm:
 
     def path(self, out: Path, number: int) -> Path:
         """Where the learner is saved after round ``number``."""
-        return out / f"{self.name}-round-{number}"
+        return learner_path(out, self.name, number)
 
     @classmethod
     def check(cls, config: LoopConfig) -> None:
