@@ -31,6 +31,7 @@ from envharness.errors import (
     VerifierTamperError,
 )
 from envharness.make import allowing_imports, make_base
+from envharness.offclock import steps_taken
 from envharness.surfaces import AdapterView, StateHandle
 from envharness.transforms import CATALOG
 from envharness.transforms.base import Blocked, RuleTransform, Step, Transform, transform_from_spec
@@ -258,8 +259,10 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         adapter = self._adapter
         adapter.on_base_reset()
         adapter.begin_setup()
+        setup = steps_taken(kind="setup")
         for t in self._state:
             obs = self._apply_state(t, obs, rng)
+        setup = steps_taken(kind="setup") - setup
         adapter.restart_clock()
         adapter.begin_episode()
         # The start check is for reshaped levels: an original level is what its env makes it
@@ -295,6 +298,8 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             level_id = f"{level_id}+{digest(sorted(options.items()))}"
         info["level_id"] = level_id
         info["verdict"] = RUNNING
+        if self._state:
+            info["setup_steps"] = setup  # base-env steps state transforms played before the agent's clock started
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:

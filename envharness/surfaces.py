@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from envharness.errors import TransformError, VerifierTamperError
+from envharness.offclock import charge
 
 # The capability each kind of cell edit needs.
 _CELL_CAPABILITY = {"wall": "walls", "lava": "lava", "hole": "map"}
@@ -246,7 +247,9 @@ class StateHandle(AdapterView):
 
     def play_walkthrough(self, share: float) -> int:
         """Play the first ``share`` of the game's own winning commands (never the last); returns how many."""
-        return self._edit("walkthrough", "play_walkthrough", share)
+        played = self._edit("walkthrough", "play_walkthrough", share)
+        charge("setup", int(played))  # the walked part is setup: off the agent's clock, never off the budget's
+        return played
 
     def observe(self) -> Any:
         """The base env's observation of its current (edited) state."""
@@ -263,6 +266,7 @@ class StateHandle(AdapterView):
             raise TransformError(f"{self._transform}: setup step {self._steps}: {refused}")
         out = self._edit(None, "setup_step", action)
         self._steps += 1
+        charge("setup", 1)
         if out[2] or out[3]:
             self.revoke()
             raise TransformError(

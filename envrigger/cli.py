@@ -867,7 +867,7 @@ def _show_final(target: Path, result: LoopResult) -> None:
         spent = rigger.interaction
         console.print(
             f"rigger env steps: train {spent['train']:,} + collect {spent['collect']:,} + validate {spent['validate']:,}"
-            + "".join(f" + {k} {spent[k]:,}" for k in ("credit", "search", "transfer") if spent.get(k))
+            + "".join(f" + {k} {spent[k]:,}" for k in ("credit", "search", "setup", "transfer") if spent.get(k))
             + f" = {spent['total']:,}; every arm also spent {spent['select']:,} steps on validation levels to pick its round"
         )
     if not levels.disjoint and all(r.heldout is not None for r in final.arms.values()):

@@ -24,33 +24,15 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from typing import Any
 
+from envharness.offclock import settle, steps_taken
+from envharness.offclock import taken as _taken  # a search's steps count where every off-clock step does
+
 MAX_STATES = 20_000  # distinct states expanded per level before the search gives up (undecided, never a pass)
 SOLVED_KEPT = 4096  # answers kept per process: the same level searched again (another candidate, a gate, a paired copy) costs nothing
 
 
-class _Taken(threading.local):
-    """Env steps every search of this thread took: a rollout in another thread charges its own episodes, never this one."""
-
-    count = 0
-
-
-_taken = _Taken()
-_in_process = [0]  # every thread's searches, each added when it ends
-_in_process_lock = threading.Lock()
 _solved: OrderedDict[str, tuple[bool | None, list[int], int]] = OrderedDict()
 _solved_lock = threading.Lock()
-
-
-def steps_taken(all_threads: bool = False) -> int:
-    """Env steps taken by every search in this thread so far (read it before and after to charge a search's cost).
-
-    ``all_threads``: by every search of this process that has ended, whichever thread ran it
-    (what a caller that waits for its helpers' threads charges: the loop's validation).
-    """
-    if all_threads:
-        with _in_process_lock:
-            return _in_process[0]
-    return _taken.count
 
 
 def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[Any], bool] | None = None) -> tuple[bool | None, list[int]]:
@@ -76,12 +58,11 @@ def solve(raw: Any, limit: int, max_states: int = MAX_STATES, avoid: Callable[[A
         >>> before = steps_taken(); _ = solve(raw, limit=100); steps_taken() - before  # the kept answer, charged alike
         164
     """
-    before = _taken.count
+    before = _taken.search
     try:
         return _solve(raw, limit, max_states, avoid)
     finally:
-        with _in_process_lock:
-            _in_process[0] += _taken.count - before
+        settle("search", _taken.search - before)
 
 
 def _solve(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] | None) -> tuple[bool | None, list[int]]:
@@ -96,13 +77,13 @@ def _solve(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] |
                 _solved.move_to_end(key)
         if kept is not None:
             found, path, cost = kept
-            _taken.count += cost  # charged as if searched again: what a run is charged does not depend on what this process saw before
+            _taken.search += cost  # charged as if searched again: what a run is charged does not depend on what this process saw before
             return found, list(path)
-    before = _taken.count
+    before = _taken.search
     found, path = _search(raw, limit, max_states, avoid)
     if key is not None:
         with _solved_lock:
-            _solved[key] = (found, list(path), _taken.count - before)
+            _solved[key] = (found, list(path), _taken.search - before)
             if len(_solved) > SOLVED_KEPT:
                 _solved.popitem(last=False)
     return found, path
@@ -186,7 +167,7 @@ def _search(raw: Any, limit: int, max_states: int, avoid: Callable[[Any], bool] 
                 return None, []
             for action in actions:
                 _restore(raw, state)
-                _taken.count += 1
+                _taken.search += 1
                 _, reward, terminated, truncated, _ = raw.step(action)
                 if terminated:
                     if float(reward) > 0:

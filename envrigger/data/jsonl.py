@@ -92,7 +92,9 @@ class JsonlEpisode(BaseModel):
     step_limit: int | None = Field(None, description="the most steps the episode could take")
     agent_ended: bool | None = Field(None, description="whether the agent chose the ending (a submit)")
     irreversible: str | None = Field(None, description="on a failure that cannot be undone, what made it so")
-    search_steps: int | None = Field(None, ge=0, description="env steps the env's own searches took in the episode")
+    search_steps: int | None = Field(
+        None, ge=0, description="env steps taken off the agent's clock in the episode: searches behind its start and setup played at reset"
+    )
     steps: list[JsonlStep] = Field(default_factory=list)
 
 

@@ -135,7 +135,7 @@ def _plus(first: dict[str, int], second: dict[str, int]) -> dict[str, int]:
 
 def _summed(records: list[Trained], levels: set[str]) -> Trained:
     """Several :func:`train_arm` records as one round's: counts added, picks and wins added env by env."""
-    counts = ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps")
+    counts = ("steps", "episodes", "skipped_reserved", "refused", "env_errors", "replays", "search_steps", "setup_steps")
     return Trained(
         **{key: sum(getattr(r, key) for r in records) for key in counts},
         **{key: np.sum([getattr(r, key) for r in records], axis=0).astype(int).tolist() for key in ("picks", "wins")},
@@ -213,11 +213,11 @@ def credited_training(
                 tally.thrown = _plus(tally.thrown, _plus(scored["curriculum"]["spent"], scored["original"]["spent"]))
             arm_cost, alone_cost = _less(_spent(arm.learner), arm_before), _less(_spent(alone.learner), alone_before)
             if keep:
-                tally.extra += alone_trained.steps + alone_trained.search_steps
+                tally.extra += alone_trained.steps + alone_trained.search_steps + alone_trained.setup_steps
                 tally.thrown = _plus(tally.thrown, alone_cost)
                 tally.kept.append(with_trained)
             else:
-                tally.extra += with_trained.steps + with_trained.search_steps
+                tally.extra += with_trained.steps + with_trained.search_steps + with_trained.setup_steps
                 tally.thrown = _plus(tally.thrown, arm_cost)
                 _fall_back(arm, alone.learner, shadow, fork, config, probe, arm_before, alone_cost)
                 sampler.__dict__.update(sampler_before.__dict__)

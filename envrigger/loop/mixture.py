@@ -18,8 +18,8 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.adapters.base import is_reserved
-from envharness.adapters.minigrid_search import steps_taken
 from envharness.errors import TransformError
+from envharness.offclock import steps_taken
 from envharness.spec import HarnessSpec
 from envharness.verifier import Verdict
 from envrigger.errors import ArmError
@@ -103,6 +103,7 @@ class MixtureEnv(gym.Env):
         self.observation_space, self.action_space = first.observation_space, first.action_space
         self.steps = self.episodes = self.refused = 0
         self.search_steps = 0  # env steps the resets' searches took (a start along a MiniGrid level's solution)
+        self.setup_steps = 0  # env steps the resets' setup played (a replayed prefix, the walked part of a start)
         self.errors: list[str] = []  # the env raised: each such episode ended as a failure, its level dropped
         self.current: tuple[int, int] | None = None
         self._last_obs: Any = None
@@ -117,7 +118,7 @@ class MixtureEnv(gym.Env):
         for _ in range(1000):
             index, level_seed = self.sampler.draw(self.seeds.next)
             env = self._env(index)  # a spec that cannot be built at all is no level's crash: that error propagates
-            searched = steps_taken()
+            searched, setup = steps_taken(kind="search"), steps_taken(kind="setup")
             try:
                 obs, info = env.reset(seed=int(level_seed))
             except TransformError:
@@ -127,7 +128,8 @@ class MixtureEnv(gym.Env):
                 self._crashed(index, level_seed, error)
                 continue
             finally:
-                self.search_steps += steps_taken() - searched
+                self.search_steps += steps_taken(kind="search") - searched
+                self.setup_steps += steps_taken(kind="setup") - setup
             level = "" if info.get("level_id") is None else str(info["level_id"])
             if index != 0:
                 # A reshaping can turn a training level into a reserved one (MoveAgent onto a held-out start): skip it too.

@@ -37,6 +37,9 @@ from envrigger.errors import TrajectoryError
 SCHEMA_VERSION = 1  # 1: schema_version recorded in final.json and every round summary
 
 
+STEP_KINDS = ("train", "collect", "validate", "transfer", "credit", "search", "setup")  # what an arm's env steps are spent on
+
+
 class _Versioned(Versioned):
     CURRENT = SCHEMA_VERSION
 
@@ -71,12 +74,14 @@ class Steps(Readable):
 
     ``train`` is the learner's training, ``collect`` fresh diagnosis episodes, ``validate``
     candidate validation, ``transfer`` the transfer gate's copies, ``credit`` the credit's
-    thrown-away copies and scoring, ``search`` the searches behind starts along a solution.
+    thrown-away copies and scoring, ``search`` the searches behind starts along a solution,
+    ``setup`` the actions played at reset before the agent's clock (a replayed prefix, the
+    walked part of a start along a solution).
     A round written before the kinds were typed holds only the kinds it spent on.
 
     Example:
         >>> Steps.counted({"train": 100, "credit": 40}).dump()
-        {'train': 100, 'collect': 0, 'validate': 0, 'transfer': 0, 'credit': 40, 'search': 0, 'total': 140}
+        {'train': 100, 'collect': 0, 'validate': 0, 'transfer': 0, 'credit': 40, 'search': 0, 'setup': 0, 'total': 140}
     """
 
     model_config = ConfigDict(extra="allow")
@@ -87,12 +92,13 @@ class Steps(Readable):
     transfer: int = 0
     credit: int = 0
     search: int = 0
+    setup: int = 0
     total: int = 0
 
     @classmethod
     def counted(cls, spent: dict[str, int]) -> Steps:
         """Steps of every kind (absent kinds 0; a kind of a gate's own, under its name) with their total."""
-        kinds = {kind: int(spent.get(kind, 0)) for kind in ("train", "collect", "validate", "transfer", "credit", "search")}
+        kinds = {kind: int(spent.get(kind, 0)) for kind in STEP_KINDS}
         kinds |= {kind: int(n) for kind, n in spent.items() if kind not in kinds and kind != "total"}
         return cls(**kinds, total=sum(kinds.values()))
 
@@ -125,6 +131,7 @@ class Trained(Readable):
     env_error_examples: list[str] = Field(default_factory=list)
     replays: int = 0
     search_steps: int = 0  # env steps the resets' searches took: interaction, not training
+    setup_steps: int = 0  # env steps the resets' setup played (a prefix, a walked start): interaction, not training
     levels: set[str] = Field(default_factory=set, exclude=True)
     envs: list[str] | None = None  # what it trained on, by name: the original and each reshaping
     components: list[str] | None = None  # the library component behind each pick after the first (the rigger arm)

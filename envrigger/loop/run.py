@@ -27,7 +27,7 @@ from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.library import Library
-from envrigger.loop.results import ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary, read_rounds
+from envrigger.loop.results import STEP_KINDS, ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary, read_rounds
 from envrigger.loop.train import learner_path
 
 
@@ -186,7 +186,7 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, rounds: list[RoundS
             shutil.rmtree(out / f"heldout-{name}", ignore_errors=True)  # an evaluation a crash cut short starts over
             trained_on = used.get(f"{name}:train", set())
             heldout = evaluate(learner.policy(), config.heldout_base, split.heldout_seeds, out / f"heldout-{name}", config, trained_on)
-        kinds = ("train", "collect", "validate", "transfer", "credit", "search", "total")
+        kinds = (*STEP_KINDS, "total")
         spent = {k: sum(int(r.arms[name].interaction.get(k, 0)) for r in rounds) for k in kinds}
         spent["select"] = sum(r.arms[name].validation.env_steps for r in rounds)
         validation = rounds[best - 1].arms[name].validation.success

@@ -93,4 +93,5 @@ def train_arm(
         env_error_examples=sorted({m for e in envs for m in e.errors})[:3],
         replays=sampler.replays - replays_before,
         search_steps=sum(e.search_steps for e in envs),
+        setup_steps=sum(e.setup_steps for e in envs),
     )

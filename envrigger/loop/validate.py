@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from envharness.adapters.minigrid_search import steps_taken as _steps_taken
+from envharness.offclock import steps_taken as _steps_taken
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryStore
 from envrigger.loop.config import ValidationConfig
@@ -47,7 +47,7 @@ class Validation(BaseModel):
 
 
 def steps_taken() -> int:
-    """Env steps every search of this process has taken, on any thread: a gate's helper threads are validation's too."""
+    """Env steps off the agent's clock (searches, setup) this process has taken, on any thread: a gate's helper threads are validation's too."""
     return _steps_taken(all_threads=True)
 
 

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from envharness.adapters.minigrid_search import steps_taken
+from envharness.offclock import steps_taken
 from envrigger.data import (
     EpisodeRecord,
     StepRecord,
@@ -96,7 +96,7 @@ class EpisodePlay:
         self.unfinished: list[dict[str, Any]] = []
         self.humans = 0  # steps the env handed to a person (code repair's ask_human)
         self.cut: str | None = None  # the limit that ended the episode before the env did (an agent's call budget)
-        self.searched = 0  # env steps the env's own searches took (a start along a level's solution): charged with the episode
+        self.searched = 0  # env steps off the agent's clock (a search behind a start, setup played at reset): charged with the episode
         try:
             if hasattr(policy, "reset"):
                 policy.reset(seed)

@@ -220,6 +220,8 @@ class LoopArm:
         spent["train"] = trained.steps
         if trained.search_steps:  # a start along a level's own solution: the search's env steps are this arm's interaction
             spent["search"] = trained.search_steps
+        if trained.setup_steps:  # a replayed prefix, a walked start: played on the env, so this arm's interaction too
+            spent["setup"] = trained.setup_steps
         self.after_training(rnd, plan, trained, spent, seconds)
         clock = time.perf_counter()
         scored = evaluate(
