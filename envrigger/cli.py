@@ -578,6 +578,8 @@ RUN_FLAGS: dict[str, Flag] = {
     "learner": Flag(),
     "arms": Flag(kind=str, help="Comma-separated arms trained side by side at equal training steps (the registered arms)."),
     "budget_steps": Flag(),
+    "budget_counts": Flag(),
+    "overhead_share": Flag(metavar="SHARE"),
     "rounds": Flag(),
     "collect_episodes": Flag(),
     "eval_episodes": Flag(),

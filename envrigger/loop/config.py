@@ -175,7 +175,22 @@ class LoopConfig(ValidationSettings):
     rounds: int = Field(
         3, ge=1, le=1000, description="rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels"
     )
-    budget_steps: int = Field(50_000, ge=100, description="training steps per round, for each arm")
+    budget_steps: int = Field(
+        50_000, ge=100, description="env steps per round for each arm: training steps, or every step with --budget-counts all"
+    )
+    budget_counts: Literal["train", "all"] = Field(
+        "train",
+        description="what --budget-steps counts: 'train', each arm's training steps (the rigger arm's diagnosis, validation, "
+        "credit, searches and setup come on top), or 'all', every env step an arm takes (equal compute: an arm's overhead "
+        "is paid from its own training steps, round by round)",
+    )
+    overhead_share: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        description="with --budget-counts all: the most of a round's budget the rigger arm's candidate validation may take, "
+        "split evenly among its candidates (a candidate past its share is refused: fail closed)",
+    )
     collect_episodes: int = Field(
         60,
         ge=5,
@@ -356,4 +371,7 @@ class LoopConfig(ValidationSettings):
     def validation(self) -> ValidationConfig:
         """The validator's settings: this config's fields of the same names (the rollouts at most never below the first batch)."""
         shared = {name: getattr(self, name) for name in ValidationConfig.model_fields}
+        if self.budget_counts == "all":  # validation is paid from the arm's budget: each candidate gets its share, at most
+            share = max(int(self.overhead_share * self.budget_steps / self.candidates_per_round), 1)
+            shared["candidate_max_steps"] = min(share, self.candidate_max_steps or share)
         return ValidationConfig(**{**shared, "max_rollouts": max(self.max_rollouts, self.min_rollouts)})

@@ -89,22 +89,28 @@ def _chunks(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def chunk_plan(config: LoopConfig, learner: Any, number: int) -> list[tuple[int, int]]:
+def chunk_plan(config: LoopConfig, learner: Any, number: int, budget: int | None = None) -> list[tuple[int, int]]:
     """Round ``number``'s credit chunks as (first training seed, steps): whole rollouts for a learner that trains in them.
 
     Every copy a chunk trains (curriculum, original-only, the shadow and, with
     ``--credit-baseline shadow``, the original arm) starts its levels at the same seed.
+    ``budget`` is the steps the chunks add up to (default the round's ``budget_steps``).
     """
     unit = int(getattr(learner, "step_unit", 1))  # PPO trains in whole rollouts: chunks of whole rollouts add up to one call's
     plan = []
-    for j, units in enumerate(_chunks(-(-config.budget_steps // unit), config.credit_chunks)):
+    for j, units in enumerate(_chunks(-(-(config.budget_steps if budget is None else budget) // unit), config.credit_chunks)):
         if units:
             plan.append((TRAIN_SEED + 1_000_000 * number + 100_000 * j, units * unit))
     return plan
 
 
 def chunked_training(
-    arm: Trainee, config: LoopConfig, number: int, reserved: set[str], advance: Callable[[int], None] = lambda n: None
+    arm: Trainee,
+    config: LoopConfig,
+    number: int,
+    reserved: set[str],
+    advance: Callable[[int], None] = lambda n: None,
+    budget: int | None = None,
 ) -> Trained:
     """Train ``arm`` on the original env alone in round ``number``'s credit chunks; returns what :func:`train_arm` does, summed.
 
@@ -114,7 +120,7 @@ def chunked_training(
     """
     records = [
         train_arm(arm, [config.spec], Fixed(), config, number, reserved, None, start=start, steps=steps, advance=advance)
-        for start, steps in chunk_plan(config, arm.learner, number)
+        for start, steps in chunk_plan(config, arm.learner, number, budget)
     ]
     return _summed(records, set().union(*(r.levels for r in records)))
 
@@ -158,6 +164,7 @@ def credited_training(
     advance: Callable[[int], None] = lambda n: None,
     alone_offset: int = 0,
     shadow: Any | None = None,
+    budget: int | None = None,
 ) -> tuple[Trained, dict[str, Any]]:
     """Train the rigger arm for the round's budget in paired chunks; returns what :func:`train_arm` does, and the credit record.
 
@@ -179,6 +186,8 @@ def credited_training(
     itself rather than a fork of the arm's weights, and a chunk the curriculum loses leaves the
     arm holding a copy of the shadow. So the arm departs from plain training only where the
     departure scored at least as well on fresh original-env levels.
+
+    ``budget``: the steps each copy trains over the chunks (default the round's ``budget_steps``).
     """
     base = config.spec
     replay_p = getattr(sampler, "replay_p", None)
@@ -187,7 +196,7 @@ def credited_training(
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
     try:
-        for j, (start, steps) in enumerate(chunk_plan(config, arm.learner, number)):
+        for j, (start, steps) in enumerate(chunk_plan(config, arm.learner, number, budget)):
             _weigh(sampler, credit, pieces, replay_p)
             fork = workdir / f"fork-{j}"
             if shadow is None:

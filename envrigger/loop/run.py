@@ -202,5 +202,14 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, rounds: list[RoundS
                 "did not help here; `envrigger export` asks for --force"
             )
             log("warning: " + warnings[-1])
+    allowed = config.rounds * config.budget_steps
+    for name, arm in arms.items():
+        if config.budget_counts == "all" and arm.interaction["total"] > 1.05 * allowed:
+            warnings.append(
+                f"the {name} arm took {arm.interaction['total']:,} env steps, {arm.interaction['total'] / allowed - 1:.0%} over the "
+                f"{allowed:,} every arm was allowed: its overhead in a round exceeded a round's budget; raise --budget-steps, or "
+                "lower --collect-episodes, --candidates or the credit's scoring (credit_episodes)"
+            )
+            log("warning: " + warnings[-1])
     counts = {"disjoint": split.disjoint, "heldout": len(split.heldout_levels), "validation": len(split.validation_levels)}
     return FinalResults(arms=arms, warnings=warnings, levels=LevelCounts(**counts, overlap=split.check(used)))

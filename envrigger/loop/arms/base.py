@@ -12,6 +12,7 @@ plan, train, count the env steps by use, score on validation levels. It returns 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -36,6 +37,13 @@ from envrigger.loop.propose import transforms_label
 from envrigger.loop.results import ArmRound, Evaluation, RoundSummary, Steps, Trained
 from envrigger.loop.samplers import PLR
 from envrigger.loop.train import learner_path, train_arm
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process, its threads and its finished child processes (a validation worker pool's), in seconds."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
 
 Stage = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
 """``stage(label, total)`` opens a long stage; the context gives ``advance(n)``, called as its work is done."""
@@ -170,6 +178,7 @@ class LoopArm:
             if run.done and saved.is_file():
                 replay.restore(json.loads(saved.read_text()))
         self.run, self.learner, self.replay = run, learner, replay
+        self.steps = run.config.budget_steps  # this round's training steps (round_steps), set as each round begins
 
     def path(self, out: Path, number: int) -> Path:
         """Where the learner is saved after round ``number``."""
@@ -187,8 +196,46 @@ class LoopArm:
         raise NotImplementedError
 
     def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
-        """Train for the round's budget; returns :func:`~envrigger.loop.train.train_arm`'s record (adds steps beside training to ``spent``)."""
-        return train_arm(self, plan.specs, plan.sampler, self.run.config, rnd.number, self.run.reserved, plan.evidence, advance=advance)
+        """Train for :meth:`round_steps`; returns :func:`~envrigger.loop.train.train_arm`'s record (adds steps beside training to ``spent``)."""
+        return train_arm(
+            self, plan.specs, plan.sampler, self.run.config, rnd.number, self.run.reserved, plan.evidence, steps=self.steps, advance=advance
+        )
+
+    def round_steps(self, rnd: RoundState) -> int:
+        """The training steps this arm takes in round ``rnd``: the budget, or, when the budget counts every step, what is left of it.
+
+        With ``budget_counts="all"`` an arm may have spent, by the end of round ``n``, ``n``
+        budgets of env steps of every kind. It trains for what its earlier rounds left,
+        less what it spends beside training while it trains (searches and setup: as much as
+        in the last round it trained in; an arm that trains with credit also sets aside its
+        scoring, :meth:`scoring_cost`). What it spends after training (the rigger
+        arm's diagnosis and validation) is paid from its next round's training.
+
+        Example:
+            >>> from envrigger.loop.results import ArmRound
+            >>> arm = LoopArm.__new__(LoopArm)
+            >>> spent = ArmRound(interaction=Steps.counted({"train": 800, "validate": 300, "setup": 40}))
+            >>> arm.name, arm.run = "x", RunState.__new__(RunState)
+            >>> arm.run.config = LoopConfig(spec=HarnessSpec(env_id="FrozenLake-v1"), budget_steps=1000, budget_counts="all")
+            >>> arm.run.done = [RoundSummary(round=1, arms={"x": spent}, wall_time=0)]
+            >>> arm.round_steps(RoundState(2, Path("r"), {}))  # 2,000 allowed, 1,140 spent, 40 of setup expected again
+            820
+        """
+        config = self.run.config
+        if config.budget_counts == "train":
+            return config.budget_steps
+        before = [r.arms[self.name].interaction for r in self.run.done if self.name in r.arms]
+        left = rnd.number * config.budget_steps - sum(s.total for s in before)
+        last = next((s for s in reversed(before) if s.train > 0), None)  # the last round it trained in
+        return max(left - (last.search + last.setup if last is not None else 0), 0)
+
+    def scoring_cost(self) -> int:
+        """The env steps the credit's scoring took in the last round this arm trained in with credit (0 if none)."""
+        for summary in reversed(self.run.done):
+            spent = summary.arms[self.name].interaction if self.name in summary.arms else None
+            if spent is not None and spent.credit > 0:
+                return max(spent.credit - spent.train, 0)  # the thrown-away copy trained as much as the kept one
+        return 0
 
     def after_training(self, rnd: RoundState, plan: ArmPlan, trained: Trained, spent: dict[str, int], seconds: dict[str, float]) -> None:
         """What the arm does after training and before it is scored (the rigger arm's diagnosis and admission)."""
@@ -206,13 +253,15 @@ class LoopArm:
         """One round of this arm: plan, train, the arm's own work after training, then its score on the validation levels."""
         config, log = self.run.config, self.run.log
         spent = {"train": 0, "collect": 0, "validate": 0}
+        cpu = cpu_seconds()
         plan = self._planned(rnd)
-        log(f"round {rnd.number}: training the {self.name} arm on {len(plan.specs)} env(s) for {config.budget_steps:,} steps")
+        self.steps = self.round_steps(rnd)
+        log(f"round {rnd.number}: training the {self.name} arm on {len(plan.specs)} env(s) for {self.steps:,} steps")
         if board is not None and hasattr(self.learner, "log_to"):
             self.learner.log_to(board.arm_directory(self.name))
         clock = time.perf_counter()
-        with stage(f"training {self.name}", config.budget_steps) as advance:
-            trained = self.train(rnd, plan, spent, advance)
+        with stage(f"training {self.name}", self.steps) as advance:
+            trained = self.train(rnd, plan, spent, advance) if self.steps > 0 else self._untrained(plan)
         seconds = {"train": time.perf_counter() - clock}
         rnd.use(f"{self.name}:train", trained.levels)
         # What the arm trained on, by name: the original and each reshaping (its picks are in this order).
@@ -222,15 +271,23 @@ class LoopArm:
             spent["search"] = trained.search_steps
         if trained.setup_steps:  # a replayed prefix, a walked start: played on the env, so this arm's interaction too
             spent["setup"] = trained.setup_steps
-        self.after_training(rnd, plan, trained, spent, seconds)
+        if self.steps > 0:  # an arm whose overhead ate its round spends nothing more in it
+            self.after_training(rnd, plan, trained, spent, seconds)
         clock = time.perf_counter()
         scored = evaluate(
             self.learner.policy(), self.run.base, self.run.split.validation_seeds, rnd.workdir / f"select-{self.name}", config
         )
         seconds["select"] = time.perf_counter() - clock
         self._collapse(rnd, scored)
-        rnd.note_arm(self.name, "stage_seconds", seconds)  # wall time by stage, like wall_time not stable
+        seconds["cpu"] = cpu_seconds() - cpu  # the whole round's CPU time (wall time is by stage)
+        rnd.note_arm(self.name, "stage_seconds", seconds)  # like wall_time, not stable: never in final.json
         return ArmRound(train=trained, interaction=Steps.counted(spent), validation=scored)
+
+    def _untrained(self, plan: ArmPlan) -> Trained:
+        """The record of a round whose budget the arm's overhead had spent: no step, no episode."""
+        self.run.log(f"the {self.name} arm has no steps left this round: its overhead took them (--budget-counts all)")
+        none = [0] * len(plan.specs)
+        return Trained(steps=0, episodes=0, picks=none, wins=none, levels=set(), replays=0, search_steps=0, setup_steps=0)
 
     def _planned(self, rnd: RoundState) -> ArmPlan:
         """This round's plan, checked: every env shares the original's spaces (one learner trains on all of them)."""

@@ -30,5 +30,5 @@ class Original(LoopArm):
     def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
         rigger = self.run.arms.get("rigger")
         if getattr(rigger, "shadow", None) is not None:  # the same training as the rigger arm's shadow, chunk for chunk
-            return chunked_training(self, self.run.config, rnd.number, self.run.reserved, advance)
+            return chunked_training(self, self.run.config, rnd.number, self.run.reserved, advance, budget=self.steps)
         return super().train(rnd, plan, spent, advance)

@@ -47,6 +47,16 @@ def trainable(run: RunState, rnd: RoundState) -> tuple[list[Component], list[Com
     return present, [c for c in present if (c.round is None or c.round < rnd.number) and c.hash not in retired]
 
 
+def copies_steps(arm: LoopArm) -> int | None:
+    """Each of a credit chunk's two copies trains this much: the round's steps, or, when the budget counts every step, half
+    of what the credit's scoring leaves of them (as much as it took last time). None: too little is left to score two
+    copies, so the arm trains one, plainly, this round (at least a quarter of the round must be left for the copies)."""
+    if arm.run.config.budget_counts == "train":
+        return arm.steps
+    left = arm.steps - arm.scoring_cost()
+    return left // 2 if left >= arm.run.config.budget_steps // 4 else None
+
+
 @register_arm
 class Rigger(LoopArm):
     """The curriculum over the original env (with PLR replay of its levels) and the admitted components, weighted by credit."""
@@ -92,12 +102,15 @@ class Rigger(LoopArm):
         return ArmPlan([self.run.base, *(c.spec for c in current)], self.replay, evidence, current)
 
     def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
-        if not self.credited:
+        budget = copies_steps(self) if self.credited else None
+        if budget is None:
+            if self.credited:
+                self.run.log(f"round {rnd.number}: too few steps left to score two copies; the {self.name} arm trains one")
             return super().train(rnd, plan, spent, advance)
         config, pieces = self.run.config, [c.hash for c in plan.components]
         trained, record = credited_training(
             rnd.workdir / "credit", self, plan.specs, pieces, plan.sampler, config, rnd.number, self.run.reserved, self.credit,
-            plan.evidence, advance, shadow=self.shadow,
+            plan.evidence, advance, shadow=self.shadow, budget=budget,
         )  # fmt: skip
         spent["credit"] = record.pop("steps")
         rnd.use(f"{self.name}:credit", record.pop("levels"))

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from envrigger.loop.arms import register_arm
 from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState
+from envrigger.loop.arms.rigger import copies_steps
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.credit import Credit, credited_training
 from envrigger.loop.results import Trained
@@ -35,10 +36,13 @@ class OriginalSelect(LoopArm):
         return ArmPlan([self.run.base], Fixed())
 
     def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
-        config = self.run.config
+        config, budget = self.run.config, copies_steps(self)
+        if budget is None:
+            self.run.log(f"round {rnd.number}: too few steps left to score two copies; the {self.name} arm trains one")
+            return super().train(rnd, plan, spent, advance)
         trained, record = credited_training(
             rnd.workdir / "select", self, plan.specs, [], plan.sampler, config, rnd.number, self.run.reserved,
-            Credit(config.credit_retire), None, advance, alone_offset=SELECT_OFFSET,
+            Credit(config.credit_retire), None, advance, alone_offset=SELECT_OFFSET, budget=budget,
         )  # fmt: skip
         spent["credit"] = record.pop("steps")
         rnd.use(f"{self.name}:credit", record.pop("levels"))
