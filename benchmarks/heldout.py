@@ -89,6 +89,9 @@ class Benchmark(BaseModel):
     credit_baseline: Literal["fork", "shadow"] = "fork"
     credit_chunks: int = 2
     credit_margin: float = 0.0
+    budget_counts: Literal["train", "all"] = "train"  # "all": equal compute, every env step of an arm from one budget
+    overhead_share: float = 0.5
+    levels_per_seed: bool = False  # True: each master seed its own held-out, validation and training levels
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:
@@ -140,9 +143,27 @@ def _per_seed(where: Path) -> list[dict[str, Any]]:
                 "admitted": admitted,
                 "heldout": {arm: a.heldout.success if a.heldout is not None else None for arm, a in final.arms.items()},
                 "round": {arm: a.round for arm, a in final.arms.items()},
+                "heldout_digest": final.levels.heldout_digest,
+                "cpu_seconds": _cpu_seconds(seed_dir),
             }
         )
     return rows
+
+
+def _cpu_seconds(seed_dir: Path) -> dict[str, float]:
+    """Each arm's CPU seconds over a master seed's rounds (stage_seconds[arm]["cpu"]; a round written before it was measured adds 0)."""
+    from envrigger.loop.library import Library
+
+    library = Library(seed_dir / "library.db", create=False)
+    try:
+        rounds = library.rounds()
+    finally:
+        library.close()
+    total: dict[str, float] = {}
+    for r in rounds:
+        for arm, seconds in (r.get("stage_seconds") or {}).items():
+            total[arm] = round(total.get(arm, 0.0) + float(seconds.get("cpu", 0.0)), 3)
+    return total
 
 
 def _rounds(where: Path) -> dict[int, list[RoundSummary]]:

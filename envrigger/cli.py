@@ -597,6 +597,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "target_all": Flag(),
     "allow_seen_levels": Flag(),
     "seed": Flag(),
+    "levels_per_seed": Flag(),
     "workers": Flag(("--workers", "-w")),
     "backend": Flag(),
     "rollout_batch": Flag(),

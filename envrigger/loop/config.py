@@ -22,6 +22,7 @@ from envrigger.structured import AnswerFormat
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
 TRANSFER_SEED = 5_000_000_000  # the transfer gate's levels: 10M per round, 100k per candidate, far above the others
 CREDIT_SEED = 7_000_000_000  # the credit chunks' scoring levels: 10M per round, 100k per chunk
+LEVELS_APART = 10_000_000_000  # one master seed's level seeds from the next's (levels_per_seed): above every stream's range
 # What a run saved before a field existed did, field by field (LoopConfig.saved): no credit before credit chunks, the fork
 # before the shadow (the default since 2026-12-06, as one credit chunk and --step-in are), no step-in before it existed.
 SAVED_BEFORE: dict[str, Any] = {
@@ -211,7 +212,12 @@ class LoopConfig(ValidationSettings):
         False,
         description="run on an env with few levels: held-out seeds may share levels with training (the result says how many)",
     )
-    seed: int = Field(0, ge=0, description="master seed")
+    seed: int = Field(0, ge=0, le=10_000, description="master seed")
+    levels_per_seed: bool = Field(
+        False,
+        description="each master seed draws its own held-out, validation and training levels (every level seed moved by "
+        "seed x 10^10); off, every master seed plays the same ones and intervals across seeds show learner variance only",
+    )
     transfer_steps: int = Field(
         0,
         ge=0,
@@ -367,6 +373,16 @@ class LoopConfig(ValidationSettings):
     def heldout_base(self) -> HarnessSpec:
         """The env the held-out levels are drawn from: :attr:`heldout_spec`, else :attr:`spec`."""
         return self.heldout_spec or self.spec
+
+    def level(self, first: int) -> int:
+        """Where a stream of level seeds that starts at ``first`` (``EVAL_SEED``, ``TRAIN_SEED``...) starts for this master seed.
+
+        Example:
+            >>> spec = HarnessSpec(env_id="FrozenLake-v1")
+            >>> LoopConfig(spec=spec, seed=3).level(EVAL_SEED), LoopConfig(spec=spec, seed=3, levels_per_seed=True).level(EVAL_SEED)
+            (1000000, 30001000000)
+        """
+        return first + LEVELS_APART * self.seed if self.levels_per_seed else first
 
     def validation(self) -> ValidationConfig:
         """The validator's settings: this config's fields of the same names (the rollouts at most never below the first batch)."""

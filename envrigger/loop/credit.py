@@ -100,7 +100,7 @@ def chunk_plan(config: LoopConfig, learner: Any, number: int, budget: int | None
     plan = []
     for j, units in enumerate(_chunks(-(-(config.budget_steps if budget is None else budget) // unit), config.credit_chunks)):
         if units:
-            plan.append((TRAIN_SEED + 1_000_000 * number + 100_000 * j, units * unit))
+            plan.append((config.level(TRAIN_SEED) + 1_000_000 * number + 100_000 * j, units * unit))
     return plan
 
 
@@ -266,7 +266,7 @@ def _scored(
 ) -> tuple[dict[str, Any], float]:
     """Both copies on chunk ``j``'s fresh original-env levels (the same for both), and the paired difference's standard error."""
     base = config.spec
-    first = CREDIT_SEED + 10_000_000 * number + 100_000 * j
+    first = config.level(CREDIT_SEED) + 10_000_000 * number + 100_000 * j
     seeds = first_free(base, range(first, first + 50_000), reserved, config.credit_episodes, scored_levels)
     scored = {
         name: evaluate(learner.policy(), base, seeds, workdir / f"score-{j}-{name}", config, by_seed=True, spend=True)

@@ -154,7 +154,11 @@ class LevelSplit(BaseModel):
         """
         # The first seeds from EVAL_SEED whose level can be played (every one, in an env that starts no level solved).
         heldout = first_free(
-            config.heldout_base, range(EVAL_SEED, EVAL_SEED + 20 * config.eval_episodes), set(), config.eval_episodes, tick=tick
+            config.heldout_base,
+            range(config.level(EVAL_SEED), config.level(EVAL_SEED) + 20 * config.eval_episodes),
+            set(),
+            config.eval_episodes,
+            tick=tick,
         )
         scan = Seeds(base, 0)
 
@@ -173,7 +177,13 @@ class LevelSplit(BaseModel):
                 finally:
                     other.close()
             if config.allow_seen_levels:
-                val = first_free(base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), set(), config.val_episodes, tick=tick)
+                val = first_free(
+                    base,
+                    range(config.level(SELECT_SEED), config.level(SELECT_SEED) + 20 * config.val_episodes),
+                    set(),
+                    config.val_episodes,
+                    tick=tick,
+                )
                 return cls(
                     heldout_seeds=heldout,
                     heldout_levels=sorted(held),
@@ -183,10 +193,15 @@ class LevelSplit(BaseModel):
                 )
             val_levels: set[str] = set()
             val = first_free(
-                base, range(SELECT_SEED, SELECT_SEED + 20 * config.val_episodes), held, config.val_episodes, val_levels, tick=tick
+                base,
+                range(config.level(SELECT_SEED), config.level(SELECT_SEED) + 20 * config.val_episodes),
+                held,
+                config.val_episodes,
+                val_levels,
+                tick=tick,
             )
             reserved = held | val_levels
-            taken = sum(is_reserved(level(scan, TRAIN_SEED + i), reserved) for i in range(probe))
+            taken = sum(is_reserved(level(scan, config.level(TRAIN_SEED) + i), reserved) for i in range(probe))
         finally:
             scan.close()
         if len(val) < config.val_episodes or taken > probe // 2:

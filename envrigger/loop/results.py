@@ -199,6 +199,7 @@ class LevelCounts(Readable):
     heldout: int
     validation: int
     overlap: dict[str, int] = Field(default_factory=dict)  # levels of each use that were reserved (0 on a disjoint split)
+    heldout_digest: str | None = None  # names the held-out level set (its sorted level ids): equal digests, the same levels
 
 
 class FinalResults(_Versioned):

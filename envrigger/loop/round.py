@@ -194,7 +194,9 @@ def _evidence(
     missing = config.collect_episodes - recorded
     steps, levels = 0, set[str]()
     if missing > 0:  # too few training episodes on the original env: collect the rest, into the same run
-        collect_seeds = first_free(base, range(COLLECT_SEED + 10_000 * number, COLLECT_SEED + 10_000 * (number + 1)), reserved, missing)
+        collect_seeds = first_free(
+            base, range(config.level(COLLECT_SEED) + 10_000 * number, config.level(COLLECT_SEED) + 10_000 * (number + 1)), reserved, missing
+        )
         log(f"round {number}: {recorded} training episodes on the original env as evidence; collecting {missing} more")
         store = rollout(
             base,
@@ -288,7 +290,7 @@ def _validate_all(
     validation_levels: set[str] = set()
     validation_seeds = first_free(
         base,
-        range(VALIDATE_SEED + 10_000 * number, VALIDATE_SEED + 10_000 * (number + 1)),
+        range(config.level(VALIDATE_SEED) + 10_000 * number, config.level(VALIDATE_SEED) + 10_000 * (number + 1)),
         reserved,
         config.max_rollouts + config.min_rollouts,
         validation_levels,

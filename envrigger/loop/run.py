@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+from envharness.adapters.base import digest
 from envharness.files import write_text_atomically
 from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import registered
@@ -211,5 +212,6 @@ def _final(out: Path, config: LoopConfig, split: LevelSplit, rounds: list[RoundS
                 "lower --collect-episodes, --candidates or the credit's scoring (credit_episodes)"
             )
             log("warning: " + warnings[-1])
-    counts = {"disjoint": split.disjoint, "heldout": len(split.heldout_levels), "validation": len(split.validation_levels)}
+    counts: dict[str, Any] = {"disjoint": split.disjoint, "heldout": len(split.heldout_levels), "validation": len(split.validation_levels)}
+    counts["heldout_digest"] = digest(sorted(split.heldout_levels))
     return FinalResults(arms=arms, warnings=warnings, levels=LevelCounts(**counts, overlap=split.check(used)))

@@ -61,7 +61,7 @@ def train_arm(
 
     ``advance(length)`` is called as each training episode ends (a progress bar's steps).
     """
-    seeds = Seeds(config.spec, TRAIN_SEED + 1_000_000 * number if start is None else start, reserved)
+    seeds = Seeds(config.spec, config.level(TRAIN_SEED) + 1_000_000 * number if start is None else start, reserved)
     replays_before = sampler.replays
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)

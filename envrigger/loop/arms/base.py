@@ -214,12 +214,16 @@ class LoopArm:
         Example:
             >>> from envrigger.loop.results import ArmRound
             >>> arm = LoopArm.__new__(LoopArm)
-            >>> spent = ArmRound(interaction=Steps.counted({"train": 800, "validate": 300, "setup": 40}))
+            >>> scored = Evaluation(success=0.5, ci=[0.3, 0.7], episodes=20)
+            >>> spent = ArmRound(interaction=Steps.counted({"train": 800, "validate": 300, "setup": 40}), validation=scored)
             >>> arm.name, arm.run = "x", RunState.__new__(RunState)
             >>> arm.run.config = LoopConfig(spec=HarnessSpec(env_id="FrozenLake-v1"), budget_steps=1000, budget_counts="all")
             >>> arm.run.done = [RoundSummary(round=1, arms={"x": spent}, wall_time=0)]
             >>> arm.round_steps(RoundState(2, Path("r"), {}))  # 2,000 allowed, 1,140 spent, 40 of setup expected again
             820
+            >>> arm.run.config = LoopConfig(spec=HarnessSpec(env_id="FrozenLake-v1"), budget_steps=1000)
+            >>> arm.round_steps(RoundState(2, Path("r"), {}))  # counting training only: the budget, whatever was spent
+            1000
         """
         config = self.run.config
         if config.budget_counts == "train":

@@ -36,7 +36,7 @@ def transfer_gate(
     base = config.spec
     shutil.rmtree(workdir, ignore_errors=True)  # scored afresh every time
     workdir.mkdir(parents=True)
-    start = TRANSFER_SEED + 10_000_000 * number + 100_000 * index
+    start = config.level(TRANSFER_SEED) + 10_000_000 * number + 100_000 * index
     scored_levels: set[str] = set()
     scored_seeds = first_free(base, range(start, start + 20 * config.transfer_episodes), reserved, config.transfer_episodes, scored_levels)
     saved = workdir / "start"
