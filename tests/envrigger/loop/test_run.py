@@ -6,8 +6,9 @@ import importlib.util
 import json
 
 import pytest
-from loop_cases import DEFAULT_GATES, SHORT_DOORKEY, SMALL
+from loop_cases import DEFAULT_GATES, LAKE, SHORT_DOORKEY, SMALL
 
+from envharness.adapters.base import digest
 from envrigger.data import TrajectoryStore
 from envrigger.loop import LoopConfig, run_loop
 from envrigger.loop.config import TRAIN_SEED
@@ -60,6 +61,7 @@ def test_loop_admits_trains_every_arm_and_evaluates_held_out_once(tmp_path):
         "heldout": 1,
         "validation": 1,
         "overlap": {"original:train": 1, "rigger:collect": 0, "rigger:credit": 1, "rigger:validate": 1, "rigger:train": 1},
+        "heldout_digest": digest([LAKE.build().reset(seed=0)[1]["level_id"]]),  # the one level, named
     }
     assert all(r["heldout"]["seen_in_training"] == 1.0 for r in final["arms"].values())
 
