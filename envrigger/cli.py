@@ -598,6 +598,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "allow_seen_levels": Flag(),
     "seed": Flag(),
     "levels_per_seed": Flag(),
+    "plr_score": Flag(),
     "workers": Flag(("--workers", "-w")),
     "backend": Flag(),
     "rollout_batch": Flag(),

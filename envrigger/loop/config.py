@@ -32,6 +32,7 @@ SAVED_BEFORE: dict[str, Any] = {
     "proposer_format": "text",
     "candidate_timeout_s": 300.0,
     "candidate_max_steps": None,
+    "plr_score": "success",  # PLR scored levels by learnability before the published value-loss score (2026-12-07)
 }
 
 LEARNER_WRITTEN: dict[str, dict[str, Any]] = {"skills": {"induce_format": "auto"}}
@@ -213,6 +214,12 @@ class LoopConfig(ValidationSettings):
         description="run on an env with few levels: held-out seeds may share levels with training (the result says how many)",
     )
     seed: int = Field(0, ge=0, le=10_000, description="master seed")
+    plr_score: Literal["value_loss", "success"] = Field(
+        "value_loss",
+        description="how every PLR buffer (the plr, plr-random and rigger arms') scores a level: value_loss, the published "
+        "positive value loss of its latest episode (Jiang et al., 2021; a learner without a value function falls back to "
+        "success), or success, learnability p(1-p) of the smoothed success rate",
+    )
     levels_per_seed: bool = Field(
         False,
         description="each master seed draws its own held-out, validation and training levels (every level seed moved by "

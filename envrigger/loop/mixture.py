@@ -208,7 +208,14 @@ class MixtureEnv(gym.Env):
             self.episodes += 1
             if self.on_episode is not None:
                 self.on_episode(index, level_seed, success, self._length)
+        info["mixture"] = {"index": index, "seed": level_seed}  # the level this step was played on (a learner's scoring reads it)
         return obs, reward, terminated, truncated, info
+
+    def score_level(self, index: int, seed: int, loss: float) -> None:
+        """Pass a learner's positive value loss on a level it played to the sampler, if the sampler scores by it (PLR)."""
+        score = getattr(self.sampler, "score", None)
+        if score is not None:
+            score(index, seed, loss)
 
     def _crashed(self, index: int, level_seed: int, error: BaseException) -> None:
         """Record the env's exception, drop the level from the sampler, and build the env afresh (its state is unknown)."""

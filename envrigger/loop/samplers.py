@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+PLR_SCORES = ("value_loss", "success")  # the published score (positive value loss), and learnability p(1-p)
+
 
 class Fixed:
     """Always env 0 (the original), fresh seeds: the original-env arm.
@@ -99,25 +101,37 @@ class Curriculum(Fixed):
 
 
 class PLR(Fixed):
-    """Prioritized level replay of the original env's levels, most worth learning first.
+    """Prioritized level replay of the original env's levels, most worth learning first (Jiang et al., 2021).
 
     With probability ``replay_p`` (once ``min_buffer`` levels have been played) an episode
-    replays a seen level of env 0 (the original), drawn by rank of its score p(1-p) (p the
-    learner's smoothed success rate there; temperature ``beta``) mixed with staleness
-    ``rho``; otherwise a fresh seed is played, on env 0 or on the env ``chooser`` picks (a
-    :class:`Curriculum` over the original and admitted components). The buffer keeps the
-    ``capacity`` most learnable levels (Jiang et al., 2021, with learnability in place of
-    the value-loss score, which is learner-specific). Reshaped levels are never replayed:
-    replaying the easiest of them taught a learner the reshaping instead of the task.
+    replays a seen level of env 0 (the original), drawn by rank of its score (temperature
+    ``beta``) mixed with staleness ``rho``; otherwise a fresh seed is played, on env 0 or on
+    the env ``chooser`` picks (a :class:`Curriculum` over the original and admitted
+    components). The buffer keeps the ``capacity`` highest-scoring levels.
+
+    ``score="value_loss"`` is the published score: the positive value loss of the level's
+    latest episode, the mean over its steps of ``max(GAE advantage, 0)``, which a learner
+    with a value function reports through :meth:`score` (the PPO learner does, after each
+    rollout). A level not yet scored that way (a learner without a value function reports
+    none) ranks by ``score="success"``'s score: p(1-p), p the learner's smoothed success
+    rate there, a learner-independent stand-in that is flat while nothing is solved.
+    Reshaped levels are never replayed: replaying the easiest of them taught a learner the
+    reshaping instead of the task.
 
     Example:
         >>> import numpy as np
-        >>> plr = PLR(np.random.default_rng(0), min_buffer=2)
+        >>> plr = PLR(np.random.default_rng(0), min_buffer=2, score="success")
         >>> for seed in (10, 11, 12):
         ...     plr.update(0, seed, success=False)
         >>> plr.update(0, 11, success=True)   # sometimes solved: the most learnable
         >>> replays = [plr.replay() for _ in range(400)]
         >>> max({(0, 10), (0, 11), (0, 12)}, key=replays.count)
+        (0, 11)
+        >>> plr = PLR(np.random.default_rng(0), min_buffer=2)   # the published score
+        >>> for seed, loss in ((10, 0.01), (11, 0.4), (12, 0.02)):
+        ...     plr.update(0, seed, success=False); plr.score(0, seed, loss)
+        >>> replays = [plr.replay() for _ in range(400)]
+        >>> max({(0, 10), (0, 11), (0, 12)}, key=replays.count)   # where the value function is most wrong
         (0, 11)
     """
 
@@ -130,9 +144,13 @@ class PLR(Fixed):
         capacity: int = 2000,
         min_buffer: int = 50,
         chooser: Any = None,
+        score: str = "value_loss",
     ) -> None:
+        if score not in PLR_SCORES:
+            raise ValueError(f"PLR score {score!r} is unknown; use one of {', '.join(PLR_SCORES)}")
         self.rng, self.replay_p, self.beta, self.rho = rng, replay_p, beta, rho
-        self.capacity, self.min_buffer, self.chooser = capacity, min_buffer, chooser
+        self.capacity, self.min_buffer, self.chooser, self.scoring = capacity, min_buffer, chooser, score
+        self.losses: dict[tuple[int, int], float] = {}  # each level's latest positive value loss (score="value_loss")
         self.wins: dict[tuple[int, int], float] = {}
         self.tries: dict[tuple[int, int], float] = {}
         self.last: dict[tuple[int, int], int] = {}
@@ -145,8 +163,7 @@ class PLR(Fixed):
         if len(self.tries) < self.min_buffer or self.rng.random() >= self.replay_p:
             return None
         levels = list(self.tries)
-        p = np.array([(self.wins[k] + 1) / (self.tries[k] + 2) for k in levels])
-        score = p * (1 - p)
+        score = np.array([self._score(k) for k in levels])
         ranks = np.empty(len(levels))
         ranks[np.argsort(-score, kind="stable")] = np.arange(1, len(levels) + 1)
         h = (1.0 / ranks) ** (1.0 / self.beta)
@@ -156,6 +173,19 @@ class PLR(Fixed):
         self.last[level] = self.clock
         self.replays += 1
         return level
+
+    def _score(self, key: tuple[int, int]) -> float:
+        """A level's score: its latest positive value loss where scored so, else its learnability p(1-p)."""
+        if self.scoring == "value_loss" and key in self.losses:
+            return self.losses[key]
+        p = (self.wins[key] + 1) / (self.tries[key] + 2)
+        return float(p * (1 - p))
+
+    def score(self, index: int, seed: int, loss: float) -> None:
+        """Record a played level's positive value loss (the learner's, after its episode); only env 0's levels are kept."""
+        key = (index, seed)
+        if index == 0 and key in self.tries and np.isfinite(loss):
+            self.losses[key] = float(loss)
 
     def draw(self, fresh: Callable[[], int]) -> tuple[int, int]:
         level = self.replay()
@@ -167,6 +197,7 @@ class PLR(Fixed):
         """The buffer and the generator, as JSON-able data (:meth:`restore` reads it back)."""
         return {
             "levels": [[i, s, self.wins[(i, s)], self.tries[(i, s)], self.last[(i, s)]] for i, s in self.tries],
+            "losses": [[i, s, loss] for (i, s), loss in self.losses.items()],
             "clock": self.clock,
             "replays": self.replays,
             "rng": self.rng.bit_generator.state,
@@ -176,11 +207,13 @@ class PLR(Fixed):
         for index, seed, wins, tries, last in state["levels"]:
             key = (int(index), int(seed))
             self.wins[key], self.tries[key], self.last[key] = float(wins), float(tries), int(last)
+        for index, seed, loss in state.get("losses", []):  # a buffer saved before value losses were kept has none
+            self.losses[(int(index), int(seed))] = float(loss)
         self.clock, self.replays = int(state["clock"]), int(state["replays"])
         self.rng.bit_generator.state = state["rng"]
 
     def drop(self, index: int, seed: int) -> None:
-        for table in (self.wins, self.tries, self.last):
+        for table in (self.wins, self.tries, self.last, self.losses):
             table.pop((index, seed), None)
 
     def update(self, index: int, seed: int, success: bool) -> None:
@@ -192,12 +225,7 @@ class PLR(Fixed):
         self.wins[key] = self.wins.get(key, 0.0) + success
         self.tries[key] = self.tries.get(key, 0.0) + 1
         self.last.setdefault(key, self.clock)
-        if len(self.tries) > self.capacity:  # forget the least learnable level
-
-            def learnability(k: tuple[int, int]) -> float:
-                p = (self.wins[k] + 1) / (self.tries[k] + 2)
-                return p * (1 - p)
-
-            worst = min(self.tries, key=learnability)
-            for table in (self.wins, self.tries, self.last):
+        if len(self.tries) > self.capacity:  # forget the level least worth replaying
+            worst = min(self.tries, key=self._score)
+            for table in (self.wins, self.tries, self.last, self.losses):
                 table.pop(worst, None)

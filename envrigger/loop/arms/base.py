@@ -173,7 +173,7 @@ class LoopArm:
             learner = make_learner(config.learner, run.probe, config.seed, **config.learner_params)
         replay = None
         if self.replay_stream is not None:  # a replay buffer of levels kept across rounds (and resumes)
-            replay = PLR(np.random.default_rng([config.seed, self.replay_stream]))
+            replay = PLR(np.random.default_rng([config.seed, self.replay_stream]), score=config.plr_score)
             saved = run.out / f"{self.name}-replay.json"
             if run.done and saved.is_file():
                 replay.restore(json.loads(saved.read_text()))

@@ -8,7 +8,7 @@ from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState
 
 @register_arm
 class PrioritizedLevelReplay(LoopArm):
-    """The original env, replaying its own levels by score (:class:`~envrigger.loop.samplers.PLR`), kept across rounds."""
+    """The original env, replaying its own levels by score (:class:`~envrigger.loop.samplers.PLR`, ``--plr-score``), kept across rounds."""
 
     name = "plr"
     order = 40

@@ -82,4 +82,5 @@ class Featurized(gym.ObservationWrapper):
 
     def step(self, action: Any) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = super().step(action)
-        return obs, reward, terminated, truncated, {"is_success": info["is_success"]} if "is_success" in info else {}
+        # Only what SB3 reads: the success (its rollout/* scalars) and the level played (PLR's value-loss score).
+        return obs, reward, terminated, truncated, {k: info[k] for k in ("is_success", "mixture") if k in info}

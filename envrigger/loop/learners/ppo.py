@@ -203,7 +203,9 @@ class PPOLearner:
                     self.model.set_logger(configure(str(self.board), ["tensorboard"]))
                 self.model.set_env(vec)
                 self.model.set_random_seed(int(seed))
-                self.model.learn(total_timesteps=int(steps), reset_num_timesteps=False, progress_bar=False)
+                scorer = getattr(vec.envs[0].unwrapped, "score_level", None)  # a mixture whose sampler may score by value loss
+                callback = _ValueLoss(scorer) if scorer is not None else None
+                self.model.learn(total_timesteps=int(steps), reset_num_timesteps=False, progress_bar=False, callback=callback)
         finally:
             vec.close()
         return int(self.model.num_timesteps - before)
@@ -236,6 +238,59 @@ class PPOLearner:
         learner.model = PPO.load(str(target), env=placeholder, device="cpu")
         learner.board = None
         return learner
+
+
+def positive_value_loss(advantages: np.ndarray, levels: list[list[tuple[int, int] | None]]) -> list[tuple[tuple[int, int], float]]:
+    """Each level's mean ``max(GAE advantage, 0)`` over the steps one rollout played on it: PLR's score (Jiang et al., 2021).
+
+    ``advantages`` is the rollout's ``(n_steps, n_envs)`` GAE advantages; ``levels[t][e]``
+    the level sub-env ``e`` played step ``t`` on (None: unknown). A level played in several
+    stretches of the rollout (an episode cut by its end, or a replay) is scored over all of
+    them; in the order each level was last played.
+
+    Example:
+        >>> adv = np.array([[1.0, -1.0], [-1.0, 0.5], [3.0, 0.5]])
+        >>> positive_value_loss(adv, [[(0, 7), (0, 8)], [(0, 7), (0, 8)], [(0, 9), (0, 8)]])
+        [((0, 7), 0.5), ((0, 9), 3.0), ((0, 8), 0.3333333333333333)]
+    """
+    sums: dict[tuple[int, int], list[float]] = {}
+    for t, row in enumerate(levels):
+        for e, level in enumerate(row):
+            if level is not None:
+                total = sums.pop(level, [0.0, 0.0])
+                sums[level] = [total[0] + max(float(advantages[t, e]), 0.0), total[1] + 1]
+    return [(level, total / count) for level, (total, count) in sums.items()]
+
+
+class _ValueLoss:
+    """An SB3 callback that scores every level a rollout played by its positive value loss and reports it (``score_level``)."""
+
+    def __new__(cls, report: Callable[[int, int, float], None]) -> Any:
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class ValueLoss(BaseCallback):  # type: ignore[misc]
+            def __init__(self) -> None:
+                super().__init__()
+                self.levels: list[list[tuple[int, int] | None]] = []
+
+            def _on_rollout_start(self) -> None:
+                self.levels = []
+
+            def _on_step(self) -> bool:
+                self.levels.append([_level(info) for info in self.locals["infos"]])
+                return True
+
+            def _on_rollout_end(self) -> None:  # SB3 has just computed the rollout's advantages (GAE)
+                advantages = self.model.rollout_buffer.advantages  # type: ignore[attr-defined]  # PPO's, an OnPolicyAlgorithm
+                for (index, seed), loss in positive_value_loss(advantages, self.levels[: len(advantages)]):
+                    report(index, seed, loss)
+
+        return ValueLoss()
+
+
+def _level(info: dict[str, Any]) -> tuple[int, int] | None:
+    played = info.get("mixture")
+    return (int(played["index"]), int(played["seed"])) if played else None
 
 
 class _Successes(gym.Wrapper):
