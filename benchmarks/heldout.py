@@ -92,6 +92,7 @@ class Benchmark(BaseModel):
     budget_counts: Literal["train", "all"] = "train"  # "all": equal compute, every env step of an arm from one budget
     overhead_share: float = 0.5
     levels_per_seed: bool = False  # True: each master seed its own held-out, validation and training levels
+    plr_score: Literal["value_loss", "success"] = "success"  # how PLR scores levels; results before 2026-12-07 used success
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:
