@@ -44,7 +44,7 @@ from envrigger.loop.seeds import COLLAPSED
 from envrigger.stats import t_interval
 
 # Every arm: the three effects (replay, reshaping at all, reshaping targeted by the diagnosis) need all seven.
-SUITE_ARMS = tuple(a for a in ARMS if a != "original-select")  # the selection ablation is asked for by name (--arms)
+SUITE_ARMS = tuple(a for a in ARMS if a not in ("original-select", "accel"))  # ablation and anchor: asked for by name (--arms)
 
 SUITE = Path(__file__).parent / "suite"
 QUICK = {

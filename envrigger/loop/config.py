@@ -172,7 +172,7 @@ class LoopConfig(ValidationSettings):
     arms: list[str] = Field(
         default_factory=lambda: ["original", "rigger"],
         description="arms trained side by side at equal training steps, each a registered unit (envrigger.loop.arms): "
-        "original, original-select, dr, dr-any, plr, plr-random, rigger-noreplay, rigger, and any arm a module registers",
+        "original, original-select, dr, dr-any, plr, accel, plr-random, rigger-noreplay, rigger, and any arm a module registers",
     )
     rounds: int = Field(
         3, ge=1, le=1000, description="rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels"

@@ -145,12 +145,14 @@ class PLR(Fixed):
         min_buffer: int = 50,
         chooser: Any = None,
         score: str = "value_loss",
+        replay_reshaped: bool = False,
     ) -> None:
         if score not in PLR_SCORES:
             raise ValueError(f"PLR score {score!r} is unknown; use one of {', '.join(PLR_SCORES)}")
         self.rng, self.replay_p, self.beta, self.rho = rng, replay_p, beta, rho
         self.capacity, self.min_buffer, self.chooser, self.scoring = capacity, min_buffer, chooser, score
         self.losses: dict[tuple[int, int], float] = {}  # each level's latest positive value loss (score="value_loss")
+        self.replay_reshaped = replay_reshaped  # ACCEL replays edited levels too; PLR and the rigger arm only original ones
         self.wins: dict[tuple[int, int], float] = {}
         self.tries: dict[tuple[int, int], float] = {}
         self.last: dict[tuple[int, int], int] = {}
@@ -184,8 +186,21 @@ class PLR(Fixed):
     def score(self, index: int, seed: int, loss: float) -> None:
         """Record a played level's positive value loss (the learner's, after its episode); only env 0's levels are kept."""
         key = (index, seed)
-        if index == 0 and key in self.tries and np.isfinite(loss):
+        if key in self.tries and np.isfinite(loss):  # a level the buffer keeps (env 0's, or any with replay_reshaped)
             self.losses[key] = float(loss)
+
+    def level_scores(self) -> dict[int, float]:
+        """Each env's mean score over the levels the buffer keeps of it (what ACCEL ranks its edits by)."""
+        by_env: dict[int, list[float]] = {}
+        for key in self.tries:
+            by_env.setdefault(key[0], []).append(self._score(key))
+        return {index: float(np.mean(scores)) for index, scores in by_env.items()}
+
+    def forget_reshaped(self) -> None:
+        """Drop every level not of env 0: the envs behind the other indices are about to change."""
+        for key in [k for k in self.tries if k[0] != 0]:
+            for table in (self.wins, self.tries, self.last, self.losses):
+                table.pop(key, None)
 
     def draw(self, fresh: Callable[[], int]) -> tuple[int, int]:
         level = self.replay()
@@ -219,7 +234,7 @@ class PLR(Fixed):
     def update(self, index: int, seed: int, success: bool) -> None:
         if self.chooser is not None:
             self.chooser.update(index, seed, success)
-        if index != 0:
+        if index != 0 and not self.replay_reshaped:
             return  # only the original env's levels are replayed: reshaped levels are fresh draws of the curriculum
         key = (index, seed)
         self.wins[key] = self.wins.get(key, 0.0) + success

@@ -13,7 +13,7 @@ from envrigger.loop.arms import ARM_CLASSES, check_arms, register_arm, registere
 from envrigger.loop.arms.base import ArmPlan, LoopArm
 from envrigger.loop.samplers import Fixed
 
-STOCK = ["original", "original-select", "dr", "dr-any", "plr", "plr-random", "rigger-noreplay", "rigger"]
+STOCK = ["original", "original-select", "dr", "dr-any", "plr", "accel", "plr-random", "rigger-noreplay", "rigger"]
 
 
 @pytest.fixture()
