@@ -219,7 +219,13 @@ def collect(benchmark: Benchmark, out: Path) -> dict[str, Any] | None:
     for arm in result.arms:
         per_seed = np.array([[r.arms[arm].validation.success for r in rounds[s]] for s in sorted(rounds)])
         steps = np.cumsum([r.arms[arm].train.steps for r in rounds[min(rounds)]]).tolist()
-        curves[arm] = {"train_steps": steps, "validation": [t_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])]}
+        # Every kind of env step, summed round by round, mean over seeds: the x of the success-against-compute plot.
+        spent = np.mean([np.cumsum([r.arms[arm].interaction.total for r in rounds[s]]) for s in sorted(rounds)], axis=0).tolist()
+        curves[arm] = {
+            "train_steps": steps,
+            "env_steps": spent,
+            "validation": [t_interval(per_seed[:, i], (0.0, 1.0)) for i in range(per_seed.shape[1])],
+        }
     wall = [sum(r.wall_time for r in rounds[s]) for s in sorted(rounds)]
     return {
         "benchmark": benchmark.model_dump(mode="json"),
@@ -240,7 +246,7 @@ def figure(entry: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for k, (arm, curve) in enumerate(entry["curves"].items()):
-        x = curve["train_steps"]
+        x = curve.get("env_steps") or curve["train_steps"]  # results kept before env steps were plotted: training steps
         mean = [v["mean"] for v in curve["validation"]]
         lo = [v["ci"][0] for v in curve["validation"]]
         hi = [v["ci"][1] for v in curve["validation"]]
@@ -258,7 +264,7 @@ def figure(entry: dict[str, Any], path: Path) -> None:
     name = entry["benchmark"]["name"]
     seeds = len(entry["result"]["seeds"])
     ax.set(
-        xlabel="training steps per arm",
+        xlabel="env steps per arm, every kind (mean over seeds)",
         ylabel="success",
         ylim=(-0.02, 1.02),
         title=f"{name}: validation success by round; squares: held-out, once ({seeds} seeds, 95% CI)",
@@ -467,33 +473,36 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             f"learner {entry['config']['learner']}; loop wall time {entry['wall_time']['per_seed_mean'] / 60:.1f} min per seed.",
             "",
             "| arm | held-out success (mean) | 95% interval across seeds | steps per solved level | train steps | env steps (all) "
-            "| seeds collapsed (held-out < 0.2) |",
-            "|---|---|---|---|---|---|---|",
+            "| CPU seconds per seed | seeds collapsed (held-out < 0.2) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for arm, a in r["arms"].items():
             s, steps = a["success"], a["steps_to_success"]
+            cpu = [row["cpu_seconds"][arm] for row in entry["per_seed"] if arm in (row.get("cpu_seconds") or {})]
             lines.append(
                 f"| {arm} | {s['mean']:.3f} | [{s['ci'][0]:.3f}, {s['ci'][1]:.3f}] | "
                 f"{'-' if steps is None else f'{steps:.1f}'} | {a['env_steps']['train']:,.0f} | {a['env_steps']['total']:,.0f} | "
+                f"{f'{np.mean(cpu):,.0f}' if cpu else '-'} | "
                 f"{sum(row['heldout'][arm] < COLLAPSED for row in entry['per_seed'])} of {len(entry['per_seed'])} |"
             )
         for arm, d in r["difference"].items():
             change = d.get("steps_to_success_change")
             lines.append(
                 f"| **{r['focus']} − {arm}** (paired) | {100 * d['mean']:+.1f} points | "
-                f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | | |"
+                f"[{100 * d['ci'][0]:+.1f}, {100 * d['ci'][1]:+.1f}] | {'-' if change is None else f'{change:+.1%}'} | | | | |"
             )
         arms = list(r["arms"])
         lines += [
             "",
             "Per master seed (held-out success; the round each arm was picked at, on validation levels, in brackets):",
             "",
-            "| seed | " + " | ".join(arms) + " | admitted by the rigger arm |",
-            "|---" * (len(arms) + 2) + "|",
+            "| seed | held-out set | " + " | ".join(arms) + " | admitted by the rigger arm |",
+            "|---" * (len(arms) + 3) + "|",
         ]
         for row in entry["per_seed"]:
             cells = [f"{row['heldout'][a]:.3f} ({row['round'][a]})" for a in arms]
-            lines.append(f"| {row['seed']} | " + " | ".join(cells) + f" | {'; '.join(row['admitted']) or 'nothing'} |")
+            digest = row.get("heldout_digest") or "-"
+            lines.append(f"| {row['seed']} | {digest} | " + " | ".join(cells) + f" | {'; '.join(row['admitted']) or 'nothing'} |")
         lines += ["", f"![{b['name']}]({b['name']}.png)", ""]
     return "\n".join(lines)
 
