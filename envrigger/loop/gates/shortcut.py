@@ -48,6 +48,7 @@ class NoShortcut(Gate):
         with_goals = bypassed_levels = undecided = 0
         examples: list[str] = []
         for seed in seeds:
+            context.check_budget(clock=False)  # each level's searches are costly: the budget is checked between levels
             goals = validator.subgoals_of(seed)
             if goals is None:
                 undecided += 1

@@ -46,7 +46,10 @@ class Solvability(Gate):
                 detail="the reference solver succeeds as it does on the original",
             )
         if searchable(context.candidate.spec):
-            found = search_levels(context.candidate.spec, seeds)
+            found: list[bool | None] = []
+            for seed in seeds:  # level by level, the budget checked between them: a search cannot run far past it
+                context.check_budget(clock=False)
+                found += search_levels(context.candidate.spec, [seed])
             solved, unsolvable = found.count(True), found.count(False)
             stat = {
                 **stat,

@@ -36,7 +36,7 @@ def test_the_cli_runs_seeds_at_once_and_labels_each_seeds_lines(tmp_path):
     [
         (
             ["--arms", "original,bogus"],
-            "--arms: got 'original,bogus'; give distinct arms from original,original-select,dr,dr-any,plr,plr-random,rigger-noreplay,rigger",
+            "--arms: got 'original,bogus'; give distinct arms from original,original-select,dr,dr-any,plr,accel,plr-random,rigger-noreplay,rigger",
         ),
         (["--learner", "dqn"], "--learner: got 'dqn'; use one of qlearning, ppo"),
     ],
