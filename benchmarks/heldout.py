@@ -276,6 +276,23 @@ def figure(entry: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _record_commit(out: Path, names: list[str]) -> None:
+    """Append the commit this code is at (and whether the tree had changes) to ``OUT/commits.json``: what each training call ran."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    path = out / "commits.json"
+    kept = json.loads(path.read_text()) if path.is_file() else []
+    kept.append({"commit": git("rev-parse", "HEAD") or None, "changed": bool(git("status", "--porcelain")), "benchmarks": names})
+    path.write_text(json.dumps(kept, indent=2) + "\n")
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for package in ("envharness", "gymnasium", "minigrid", "numpy", "stable-baselines3", "torch"):
@@ -434,7 +451,8 @@ def markdown(entries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "# Held-out results",
         "",
         f"{seeds}; {'QUICK smoke run: not a result' if meta['quick'] else 'full budgets'}; "
-        f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
+        + (f"trained at {', '.join(sorted({str(c['commit'])[:7] for c in meta['commits']}))}; " if meta.get("commits") else "")
+        + f"machine: {meta['machine']['cpus']} CPUs, {meta['machine']['platform']}; versions: "
         + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
         "Held-out success is the share of held-out levels solved (the original env's verifier), mean across master seeds; "
@@ -561,6 +579,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     if not args.report:
+        _record_commit(out, [b.name for b in benchmarks])
         run_benchmarks(benchmarks, out, seeds, args.quick, args.jobs, ray_address=args.ray_address)
     # The report covers every finished benchmark in OUT, so runs of --only NAME add up to the whole suite.
     entries = []
@@ -582,6 +601,7 @@ def main(argv: list[str] | None = None) -> int:
         "trained": not args.report,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "processor": platform.machine()},
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None else sys.argv[1:])]),
+        "commits": json.loads((out / "commits.json").read_text()) if (out / "commits.json").is_file() else [],
     }
     (out / "results.json").write_text(json.dumps({"meta": meta, "benchmarks": entries}, indent=2))
     (out / "results.md").write_text(markdown(entries, meta))
