@@ -208,7 +208,8 @@ class LevelSplit(BaseModel):
             raise TrajectoryError(
                 f"{base.env_id} has too few distinct levels for level-disjoint held-out evaluation: {len(held)} distinct levels "
                 f"among {len(heldout)} held-out seeds, and {taken} of {probe} training seeds land on a held-out or validation level; "
-                "use a procedurally generated env (e.g. MiniGrid-DoorKey-6x6-v0), or --allow-seen-levels to evaluate on "
+                "use an env that draws more distinct levels (a larger or procedurally generated variant), fewer "
+                "--eval-episodes/--val-episodes, or --allow-seen-levels to evaluate on "
                 "seeds of levels the learners also train on"
             )
         return cls(

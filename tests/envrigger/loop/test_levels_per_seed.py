@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 
-from loop_cases import SHORT_DOORKEY
+import pytest
+from loop_cases import DOORKEY, SHORT_DOORKEY
 
+from envrigger.errors import TrajectoryError
 from envrigger.loop import LoopConfig, run_loop
 from envrigger.loop.config import EVAL_SEED, TRAIN_SEED
 from envrigger.loop.levels import LevelSplit
@@ -59,3 +61,14 @@ def test_each_run_names_its_heldout_set(tmp_path):
         assert final["levels"]["disjoint"] and final["levels"]["overlap"] == {"original:train": 0}
         digests.append(final["levels"]["heldout_digest"])
     assert len(set(digests)) == 2 and all(len(d) == 16 for d in digests)
+
+
+def test_an_env_with_few_levels_can_refuse_a_seeds_own_draw_and_says_what_to_change():
+    # DoorKey-6x6 draws a few hundred distinct levels: at seed 3 its own 200 held-out and 100 validation levels take more
+    # than half of the training seeds' levels, and the run is refused in one line rather than trained on reserved levels.
+    config = LoopConfig(**{**BASE, "spec": DOORKEY, "eval_episodes": 200, "val_episodes": 100}, seed=3, levels_per_seed=True)
+    with pytest.raises(TrajectoryError) as refused:
+        LevelSplit.make(config.spec, config)
+    message = str(refused.value)
+    assert "\n" not in message and "too few distinct levels" in message and "(e.g. MiniGrid-DoorKey-6x6-v0)" not in message
+    assert "a larger or procedurally generated variant" in message and "--allow-seen-levels" in message
