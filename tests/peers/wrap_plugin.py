@@ -14,9 +14,8 @@ levels, still a different one at each unseeded reset.
 
 from __future__ import annotations
 
-from typing import Any
-
 import itertools
+from typing import Any
 
 import gymnasium
 import gymnasium.envs.registration as registration
