@@ -223,6 +223,7 @@ def test_saved_keeps_what_a_file_says_and_fills_only_what_it_lacks():
         "proposer_format": "text",
         "candidate_timeout_s": 300.0,
         "candidate_max_steps": None,
+        "plr_score": "success",
     }
 
 

@@ -16,7 +16,7 @@ The stock arms, in the order they train: ``original``, ``original-select``, ``dr
 
 Example:
     >>> list(registered())
-    ['original', 'original-select', 'dr', 'dr-any', 'plr', 'plr-random', 'rigger-noreplay', 'rigger']
+    ['original', 'original-select', 'dr', 'dr-any', 'plr', 'accel', 'plr-random', 'rigger-noreplay', 'rigger']
     >>> check_arms(["rigger", "original"])
     ['original', 'rigger']
     >>> check_arms(["plr-random"])
