@@ -259,10 +259,11 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         adapter = self._adapter
         adapter.on_base_reset()
         adapter.begin_setup()
-        setup = steps_taken(kind="setup")
-        for t in self._state:
-            obs = self._apply_state(t, obs, rng)
-        setup = steps_taken(kind="setup") - setup
+        if self._state:  # setup is played only by state transforms: an original env's reset reads no counter
+            setup = steps_taken(kind="setup")
+            for t in self._state:
+                obs = self._apply_state(t, obs, rng)
+            setup = steps_taken(kind="setup") - setup
         adapter.restart_clock()
         adapter.begin_episode()
         # The start check is for reshaped levels: an original level is what its env makes it
