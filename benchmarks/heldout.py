@@ -93,6 +93,7 @@ class Benchmark(BaseModel):
     overhead_share: float = 0.5
     levels_per_seed: bool = False  # True: each master seed its own held-out, validation and training levels
     plr_score: Literal["value_loss", "success"] = "success"  # how PLR scores levels; results before 2026-12-07 used success
+    reshape_when: Literal["always", "stalled"] = "always"  # "stalled": the rigger arm reshapes once the original env stops teaching
     notes: str = ""
 
     def config(self, quick: bool = False) -> LoopConfig:

@@ -580,6 +580,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "budget_steps": Flag(),
     "budget_counts": Flag(),
     "overhead_share": Flag(metavar="SHARE"),
+    "reshape_when": Flag(),
     "rounds": Flag(),
     "collect_episodes": Flag(),
     "eval_episodes": Flag(),

@@ -193,6 +193,14 @@ class LoopConfig(ValidationSettings):
         description="with --budget-counts all: the most of a round's budget the rigger arm's candidate validation may take, "
         "split evenly among its candidates (a candidate past its share is refused: fail closed)",
     )
+    reshape_when: Literal["always", "stalled"] = Field(
+        "always",
+        description="when the rigger arm reshapes: 'always', every round (it trains on its curriculum from the start and "
+        "diagnoses, proposes and validates each round), or 'stalled', only once the original env stopped teaching it "
+        "(this round's training episodes on the original env did not rise from the first half to the second, or it "
+        "mastered them): until it admits a component it trains exactly as the original arm does, and a round in "
+        "which the original env still teaches spends nothing on diagnosis or validation",
+    )
     collect_episodes: int = Field(
         60,
         ge=5,

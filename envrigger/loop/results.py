@@ -136,6 +136,7 @@ class Trained(Readable):
     envs: list[str] | None = None  # what it trained on, by name: the original and each reshaping
     components: list[str] | None = None  # the library component behind each pick after the first (the rigger arm)
     credit: dict[str, Any] | None = None  # the credit chunks' record (an arm trained in credit chunks)
+    halves: list[list[int]] | None = None  # [wins, episodes] on the original env, first and second half (--reshape-when stalled)
 
     def dump(self) -> dict[str, Any]:
         return dict(self.model_dump(mode="json", exclude_unset=True))

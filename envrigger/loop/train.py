@@ -66,10 +66,13 @@ def train_arm(
     envs: list[MixtureEnv] = []
     picks = np.zeros(len(specs), dtype=int)
     wins = np.zeros(len(specs), dtype=int)
+    original: list[bool] = []  # the verified outcome of each episode on the original env, in the order they ended
 
     def count(index: int, seed: int, success: bool, length: int) -> None:
         picks[index] += 1
         wins[index] += bool(success)
+        if index == 0:
+            original.append(bool(success))
         advance(length)
 
     def make() -> MixtureEnv:
@@ -94,4 +97,16 @@ def train_arm(
         replays=sampler.replays - replays_before,
         search_steps=sum(e.search_steps for e in envs),
         setup_steps=sum(e.setup_steps for e in envs),
+        **({"halves": halves(original)} if config.reshape_when == "stalled" else {}),
     )
+
+
+def halves(outcomes: list[bool]) -> list[list[int]]:
+    """``[[wins, episodes], [wins, episodes]]`` of the first and the second half of ``outcomes`` (the middle one goes to the second).
+
+    Example:
+        >>> halves([False, False, True, False, True])
+        [[0, 2], [2, 3]]
+    """
+    middle = len(outcomes) // 2
+    return [[sum(outcomes[:middle]), middle], [sum(outcomes[middle:]), len(outcomes) - middle]]

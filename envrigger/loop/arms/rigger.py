@@ -20,7 +20,12 @@ from envrigger.loop.library import Component
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.results import RoundSummary, Trained
 from envrigger.loop.round import mastered, rigger_round
-from envrigger.loop.samplers import Curriculum
+from envrigger.loop.samplers import Curriculum, Fixed
+
+TEACHING_Z = 1.0
+"""With ``--reshape-when stalled``: the original env still teaches while its success rose from the first half of a round's
+training episodes to the second by at least this many standard errors (one-sided, about 84 % sure it rose). Set low on
+purpose: in doubt the arm keeps training as it is and spends nothing on reshaping."""
 
 
 def mastered_components(done: list[RoundSummary], band: tuple[float, float]) -> set[str]:
@@ -47,6 +52,39 @@ def trainable(run: RunState, rnd: RoundState) -> tuple[list[Component], list[Com
     return present, [c for c in present if (c.round is None or c.round < rnd.number) and c.hash not in retired]
 
 
+def still_teaches(halves: list[list[int]] | None, band: tuple[float, float]) -> tuple[bool, str]:
+    """Whether the original env still teaches the learner, from its training episodes' ``halves``, and why.
+
+    It still teaches while its success rose from the first half of the round's episodes to
+    the second (a one-sided two-proportion z of at least :data:`TEACHING_Z`) and the second
+    half stays below the band's top (above it, the learner mastered the levels: a harder
+    variant is what teaches). No successes at all, a flat rate, or too few episodes: stalled.
+
+    Example:
+        >>> still_teaches([[2, 60], [12, 60]], (0.2, 0.8))[0]  # 3 % -> 20 %: learning
+        True
+        >>> still_teaches([[0, 40], [0, 40]], (0.2, 0.8))  # nothing won: the env gives no signal
+        (False, 'stalled: 0 of 40 then 0 of 40 episodes won')
+        >>> still_teaches([[50, 60], [58, 60]], (0.2, 0.8))[0]  # mastered
+        False
+    """
+    if halves is None:
+        return False, "stalled: no record of the round's episodes on the original env (trained with credit)"
+    (w1, n1), (w2, n2) = halves
+    seen = f"{w1} of {n1} then {w2} of {n2} episodes won"
+    if min(n1, n2) < 5:
+        return False, f"stalled: too few episodes on the original env to tell ({seen})"
+    if w2 / n2 > band[1]:
+        return False, f"stalled: mastered ({seen}, above the band's top {band[1]:g})"
+    pooled = (w1 + w2) / (n1 + n2)
+    if pooled == 0.0:
+        return False, f"stalled: {seen}"
+    z = (w2 / n2 - w1 / n1) / float(np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2)))
+    if z >= TEACHING_Z:
+        return True, f"still teaching: {seen} (z {z:.2f} >= {TEACHING_Z:g})"
+    return False, f"stalled: {seen} (z {z:.2f} < {TEACHING_Z:g})"
+
+
 def copies_steps(arm: LoopArm) -> int | None:
     """Each of a credit chunk's two copies trains this much: the round's steps, or, when the budget counts every step, half
     of what the credit's scoring leaves of them (as much as it took last time). None: too little is left to score two
@@ -67,7 +105,7 @@ class Rigger(LoopArm):
     replay_stream = 4
     round_fields = (
         "retired", "library_size", "library_version", "evidence", "collected_success", "findings", "candidates", "admitted",
-        "admitted_labels", "rejected_by", "tried", "mastered", "credit_state",
+        "admitted_labels", "rejected_by", "tried", "mastered", "credit_state", "original_env",
     )  # fmt: skip
 
     def __init__(self, run: RunState) -> None:
@@ -94,14 +132,18 @@ class Rigger(LoopArm):
         present, current = trainable(self.run, rnd)
         if self.credited:  # a component the original env's validation levels blamed trains no more
             current = [c for c in current if c.hash not in self.credit.retired]
+        evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
+        if config.reshape_when == "stalled" and not current:  # nothing admitted yet: the original arm's training, step for step
+            return ArmPlan([self.run.base], Fixed(), evidence, [])
         assert self.replay is not None
         self.replay.chooser = Curriculum(1 + len(current), np.random.default_rng([config.seed, rnd.number, 1]))
         rnd.note(self.name, "library_size", len(current))
         rnd.note(self.name, "library_version", library.version - sum(c.round == rnd.number for c in present))
-        evidence = TrainingEpisodes(config.collect_episodes, config.budget_steps // 2)
         return ArmPlan([self.run.base, *(c.spec for c in current)], self.replay, evidence, current)
 
     def train(self, rnd: RoundState, plan: ArmPlan, spent: dict[str, int], advance: Callable[[int], None]) -> Trained:
+        if self.run.config.reshape_when == "stalled" and not plan.components:
+            return super().train(rnd, plan, spent, advance)  # nothing to credit yet: trained as the original arm is
         budget = copies_steps(self) if self.credited else None
         if budget is None:
             if self.credited:
@@ -126,6 +168,12 @@ class Rigger(LoopArm):
         config = self.run.config
         if plan.evidence is None or rnd.number >= config.rounds:  # what the last round would admit, no round trains on
             return
+        if config.reshape_when == "stalled":
+            teaching, why = still_teaches(trained.halves, config.band)
+            rnd.note(self.name, "original_env", why)
+            if teaching:  # the benchmark is not done teaching: nothing is spent on reshaping it this round
+                self.run.log(f"round {rnd.number}: the original env {why}; the {self.name} arm does not reshape this round")
+                return
         per_component = {c.hash: (int(w), int(n)) for c, w, n in zip(current, trained.wins[1:], trained.picks[1:], strict=True)}
         rigged = rigger_round(
             rnd.workdir, config, self.run.library, self.learner, rnd.number, self.run.reserved, self.run.spaces, plan.evidence,
