@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from envharness.spec import HarnessSpec
 from envrigger.loop.arms import check_arms, registered
@@ -139,6 +139,15 @@ class ValidationConfig(ValidationSettings):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")  # a misspelt or renamed setting is an error, never a default
+
+    # Equal compute (LoopConfig.validation with budget_counts "all"): candidate_max_steps is a share of the arm's own budget,
+    # so rollouts that could carry a validation past it are refused before they are played (episodes x the episode limit).
+    _worst_case: bool = PrivateAttr(default=False)
+
+    @property
+    def worst_case(self) -> bool:
+        """Whether the step budget is held before each batch of rollouts, at its worst case, rather than checked after it."""
+        return self._worst_case
 
     @model_validator(mode="before")
     @classmethod
@@ -405,4 +414,6 @@ class LoopConfig(ValidationSettings):
         if self.budget_counts == "all":  # validation is paid from the arm's budget: each candidate gets its share, at most
             share = max(int(self.overhead_share * self.budget_steps / self.candidates_per_round), 1)
             shared["candidate_max_steps"] = min(share, self.candidate_max_steps or share)
-        return ValidationConfig(**{**shared, "max_rollouts": max(self.max_rollouts, self.min_rollouts)})
+        made = ValidationConfig(**{**shared, "max_rollouts": max(self.max_rollouts, self.min_rollouts)})
+        made._worst_case = self.budget_counts == "all"
+        return made

@@ -52,20 +52,32 @@ def trainable(run: RunState, rnd: RoundState) -> tuple[list[Component], list[Com
     return present, [c for c in present if (c.round is None or c.round < rnd.number) and c.hash not in retired]
 
 
-def still_teaches(halves: list[list[int]] | None, band: tuple[float, float]) -> tuple[bool, str]:
+def _rose(before: list[int], after: list[int]) -> float:
+    """The one-sided two-proportion z of the success rate rising from ``before`` to ``after`` ([wins, episodes] each)."""
+    (w1, n1), (w2, n2) = before, after
+    pooled = (w1 + w2) / (n1 + n2)
+    if pooled in (0.0, 1.0):
+        return 0.0
+    return (w2 / n2 - w1 / n1) / float(np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2)))
+
+
+def still_teaches(halves: list[list[int]] | None, band: tuple[float, float], before: list[list[int]] | None = None) -> tuple[bool, str]:
     """Whether the original env still teaches the learner, from its training episodes' ``halves``, and why.
 
-    It still teaches while its success rose from the first half of the round's episodes to
-    the second (a one-sided two-proportion z of at least :data:`TEACHING_Z`) and the second
-    half stays below the band's top (above it, the learner mastered the levels: a harder
-    variant is what teaches). No successes at all, a flat rate, or too few episodes: stalled.
+    It still teaches while its success rises and stays below the band's top (above it, the
+    learner mastered the levels: a harder variant is what teaches). Rising: from the first
+    half of the round's episodes to the second, or from the second half of the round
+    ``before`` to this one's, by a one-sided two-proportion z of at least :data:`TEACHING_Z`.
+    In its first round a learner that wins some episodes is given a round more to show it
+    (a sparse-reward learner's rate is often flat before it takes off). Nothing won at all,
+    a flat or falling rate after the first round, or too few episodes: stalled.
 
     Example:
         >>> still_teaches([[2, 60], [12, 60]], (0.2, 0.8))[0]  # 3 % -> 20 %: learning
         True
         >>> still_teaches([[0, 40], [0, 40]], (0.2, 0.8))  # nothing won: the env gives no signal
         (False, 'stalled: 0 of 40 then 0 of 40 episodes won')
-        >>> still_teaches([[50, 60], [58, 60]], (0.2, 0.8))[0]  # mastered
+        >>> still_teaches([[7, 60], [6, 60]], (0.2, 0.8), before=[[3, 60], [7, 60]])[0]  # flat since the last round
         False
     """
     if halves is None:
@@ -76,13 +88,18 @@ def still_teaches(halves: list[list[int]] | None, band: tuple[float, float]) -> 
         return False, f"stalled: too few episodes on the original env to tell ({seen})"
     if w2 / n2 > band[1]:
         return False, f"stalled: mastered ({seen}, above the band's top {band[1]:g})"
-    pooled = (w1 + w2) / (n1 + n2)
-    if pooled == 0.0:
+    if w1 + w2 == 0:
         return False, f"stalled: {seen}"
-    z = (w2 / n2 - w1 / n1) / float(np.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2)))
+    z = _rose(halves[0], halves[1])
     if z >= TEACHING_Z:
         return True, f"still teaching: {seen} (z {z:.2f} >= {TEACHING_Z:g})"
-    return False, f"stalled: {seen} (z {z:.2f} < {TEACHING_Z:g})"
+    if before is None:
+        return True, f"too early to tell: {seen} in its first round (z {z:.2f}); the next round shows whether it still learns"
+    since = _rose(before[1], halves[1])
+    last = f"{before[1][0]} of {before[1][1]} at the end of the last round"
+    if since >= TEACHING_Z:
+        return True, f"still teaching: {seen}, up from {last} (z {since:.2f} >= {TEACHING_Z:g})"
+    return False, f"stalled: {seen} (z {z:.2f} < {TEACHING_Z:g}), {last} (z {since:.2f})"
 
 
 def copies_steps(arm: LoopArm) -> int | None:
@@ -169,7 +186,8 @@ class Rigger(LoopArm):
         if plan.evidence is None or rnd.number >= config.rounds:  # what the last round would admit, no round trains on
             return
         if config.reshape_when == "stalled":
-            teaching, why = still_teaches(trained.halves, config.band)
+            last = self.run.done[-1].arms.get(self.name) if self.run.done else None
+            teaching, why = still_teaches(trained.halves, config.band, last.train.halves if last is not None else None)
             rnd.note(self.name, "original_env", why)
             if teaching:  # the benchmark is not done teaching: nothing is spent on reshaping it this round
                 self.run.log(f"round {rnd.number}: the original env {why}; the {self.name} arm does not reshape this round")

@@ -98,18 +98,38 @@ class GateContext:
     notes: dict[str, Any] = field(default_factory=dict)
     spent: Callable[[], int] = lambda: 0  # env steps this validation has taken so far (the validator sets it)
 
-    def check_budget(self, clock: bool = True) -> None:
+    def check_budget(self, clock: bool = True, upcoming: int = 0) -> None:
         """Refuse the candidate once validation has taken more env steps than ``max_steps``, or longer than ``timeout_s`` when set.
 
-        The step budget is checked first and decides alike on any machine; the wall-clock
-        limit (off by default; ``clock=False`` skips it) is for a user who prefers a bound in
-        seconds to the same admissions everywhere.
+        ``upcoming`` is the most the gate's next piece of work can take (a batch of rollouts:
+        episodes x the episode limit, :meth:`episode_limit`); a piece that could carry the
+        validation past its budget is refused before it is played, so a validation ends at
+        most its budget, not a batch beyond it. The step budget is checked first and decides
+        alike on any machine; the wall-clock limit (off by default; ``clock=False`` skips it)
+        is for a user who prefers a bound in seconds to the same admissions everywhere.
         """
         config = self.validator.config
-        if config.candidate_max_steps is not None and (steps := self.spent()) > config.candidate_max_steps:
-            raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({config.candidate_max_steps:,})")
+        cap = config.candidate_max_steps
+        if cap is not None and (steps := self.spent()) > cap:
+            raise Rejected(f"budget: validation took {steps:,} env steps, more than candidate_max_steps ({cap:,})")
+        if cap is not None and upcoming and steps + upcoming > cap:
+            raise Rejected(
+                f"budget: validation took {steps:,} env steps and its next rollouts may take up to {upcoming:,} more, past "
+                f"candidate_max_steps ({cap:,}): refused before playing them"
+            )
         if clock and config.candidate_timeout_s is not None and time.perf_counter() - self.started > config.candidate_timeout_s:
             raise Rejected(f"timeout: validation took longer than {config.candidate_timeout_s:g} s (candidate_timeout_s)")
+
+    def episode_limit(self) -> int | None:
+        """The candidate's longest episode in env steps (its time limit, or a MiniGrid env's ``max_steps``); None if it has none."""
+        if "episode_limit" not in self.notes:
+            env = self.candidate.spec.build()
+            try:
+                limit = getattr(getattr(env, "spec", None), "max_episode_steps", None) or getattr(env.unwrapped, "max_steps", None)
+            finally:
+                env.close()
+            self.notes["episode_limit"] = int(limit) if isinstance(limit, int) and limit > 0 else None
+        return self.notes["episode_limit"]  # type: ignore[no-any-return]
 
     def check_time(self) -> None:
         """The name :meth:`check_budget` had before the budget counted env steps (gates written for it still work)."""

@@ -28,8 +28,9 @@ def agent_rollouts(context: GateContext, seeds: list[int]) -> TrajectoryStore:
     z = statistics.NormalDist().inv_cdf((1 + config.confidence) / 2)
     lo_band, hi_band = config.band
     n, done = config.min_rollouts, 0
+    limit = context.episode_limit() if config.candidate_max_steps is not None and config.worst_case else None
     while True:
-        context.check_budget()
+        context.check_budget(upcoming=(n - done) * limit if limit else 0)
         store = validator.run_agent(context.candidate.spec, seeds[done:n], f"candidate-{context.candidate.hash}")
         done = n
         wins = int(np.sum(store.episodes_table(["success"]).column("success").to_numpy(zero_copy_only=False)))

@@ -80,3 +80,23 @@ def test_a_ppo_arm_whose_overhead_ate_its_round_skips_training_and_still_scores(
     final = json.loads((tmp_path / "run" / "final.json").read_text())
     assert final["arms"]["original"]["interaction"]["train"] == 2 * 1024
     assert final["arms"]["rigger"]["interaction"]["train"] <= 2 * 1024
+
+
+def test_under_equal_compute_a_validation_never_runs_past_its_share(tmp_path):
+    """A batch of rollouts that could carry the validation past its share is refused before it is played."""
+    from loop_cases import NEAR, SEEDS, candidate
+
+    from envrigger.loop.validate import Validator
+    from envrigger.policies import RandomPolicy
+
+    config = LoopConfig(**{**SMALL, "budget_steps": BUDGET, "min_rollouts": 30, "max_rollouts": 90}, budget_counts="all")
+    settings = config.validation()
+    assert settings.worst_case and not LoopConfig(**SMALL).validation().worst_case
+    policy = RandomPolicy(SMALL["spec"].build().action_space, seed=0)
+    result = Validator(policy, SMALL["spec"], tmp_path / "v", settings.model_copy(update={"backend": "serial"})).validate(
+        candidate(NEAR), SEEDS
+    )
+    # 30 rollouts of up to 100 steps may take 3,000 steps, more than the 666 share: refused, within the share.
+    assert settings.candidate_max_steps == 666
+    assert not result.passed and result.error is not None and "refused before playing them" in result.error
+    assert result.env_steps <= settings.candidate_max_steps

@@ -92,17 +92,19 @@ def test_always_reshapes_every_round_and_records_no_halves(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("halves", "teaches", "why"),
+    ("halves", "before", "teaches", "why"),
     [
-        ([[3, 100], [15, 100]], True, "still teaching"),
-        ([[20, 100], [21, 100]], False, "stalled: 20 of 100 then 21"),  # a flat rate
-        ([[15, 100], [3, 100]], False, "stalled"),  # falling
-        ([[0, 100], [0, 100]], False, "stalled: 0 of 100"),  # nothing won: no signal at all
-        ([[70, 100], [95, 100]], False, "mastered"),  # rising, but above the band: a harder variant teaches
-        ([[0, 2], [2, 2]], False, "too few episodes"),
-        (None, False, "trained with credit"),
+        ([[3, 100], [15, 100]], None, True, "still teaching"),
+        ([[20, 100], [21, 100]], None, True, "too early to tell"),  # flat in its first round: given a round more
+        ([[20, 100], [21, 100]], [[10, 100], [20, 100]], False, "stalled: 20 of 100 then 21"),  # and flat since the last
+        ([[20, 100], [21, 100]], [[5, 100], [9, 100]], True, "up from 9 of 100"),  # flat in the round, up since the last
+        ([[15, 100], [3, 100]], [[15, 100], [15, 100]], False, "stalled"),  # falling
+        ([[0, 100], [0, 100]], None, False, "stalled: 0 of 100"),  # nothing won: no signal at all
+        ([[70, 100], [95, 100]], None, False, "mastered"),  # rising, but above the band: a harder variant teaches
+        ([[0, 2], [2, 2]], None, False, "too few episodes"),
+        (None, None, False, "trained with credit"),
     ],
 )
-def test_still_teaches_reads_a_rise_a_plateau_no_signal_and_mastery(halves, teaches, why):
-    got, reason = still_teaches(halves, (0.2, 0.8))
+def test_still_teaches_reads_a_rise_a_plateau_no_signal_and_mastery(halves, before, teaches, why):
+    got, reason = still_teaches(halves, (0.2, 0.8), before)
     assert got is teaches and why in reason, reason
