@@ -137,12 +137,33 @@ def _reachable(address: str) -> None:
             raise RolloutError(f"backend ray: {address!r} is not a Ray address; give auto, HOST:PORT or ray://HOST:PORT")
         return
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
+        connection = socket.create_connection((host, int(port)), timeout=5)
     except OSError as error:
         raise RolloutError(
             f"backend ray: cannot reach a Ray cluster at {address} ({error.strerror or error}); start one with "
             "`ray start --head`, or name none (no --ray-address, RAY_ADDRESS unset) to start a local one"
         ) from None
+    # Something listens; Ray's GCS and its client server speak gRPC, whose HTTP/2 answers the connection preface with a
+    # SETTINGS frame. Anything else (a web server, a port that accepts and says nothing) would hold ray.init for minutes.
+    with connection:
+        try:
+            connection.settimeout(PROBE_SECONDS)
+            connection.sendall(_HTTP2_PREFACE)
+            answer = b""
+            while len(answer) < 9 and (chunk := connection.recv(9 - len(answer))):
+                answer += chunk
+        except OSError:
+            answer = b""
+    if len(answer) < 9 or answer[3] != 0x04:
+        raise RolloutError(
+            f"backend ray: {address} answers, but not as a Ray cluster (no gRPC answer within {PROBE_SECONDS:g} s); give the "
+            "head node's GCS address (`ray status` prints it; port 6379 by default) or ray://HOST:10001 for Ray Client"
+        )
+
+
+PROBE_SECONDS = 5.0
+"""How long :func:`_reachable` waits for an address to answer as a Ray cluster does (a gRPC server's first HTTP/2 frame)."""
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # and an empty SETTINGS
 
 
 def ray_backend(

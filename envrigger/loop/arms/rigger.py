@@ -190,7 +190,7 @@ class Rigger(LoopArm):
             teaching, why = still_teaches(trained.halves, config.band, last.train.halves if last is not None else None)
             rnd.note(self.name, "original_env", why)
             if teaching:  # the benchmark is not done teaching: nothing is spent on reshaping it this round
-                self.run.log(f"round {rnd.number}: the original env {why}; the {self.name} arm does not reshape this round")
+                self.run.log(f"round {rnd.number}: the {self.name} arm does not reshape this round; the original env: {why}")
                 return
         per_component = {c.hash: (int(w), int(n)) for c, w, n in zip(current, trained.wins[1:], trained.picks[1:], strict=True)}
         rigged = rigger_round(

@@ -15,6 +15,7 @@ what its training cost the endpoint (``spent``: model calls and tokens, playing 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -132,7 +133,8 @@ class SkillsLearner:
         finally:
             env.close()
         self.rounds += 1
-        lessons = extract_skills(found)
+        key_env = self.agent.get("api_key_env")
+        lessons = extract_skills(found, secret=os.environ.get(key_env) if isinstance(key_env, str) else None)
         if self.induce == "model":
             usage: dict[str, int] = {}
             induced, refused = induce_skills(self._endpoint(), found, usage=usage, answer_format=self.induce_format)
