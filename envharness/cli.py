@@ -35,7 +35,9 @@ from envharness.command_line import (
     write_atomically,
 )
 from envharness.errors import UserError
+from envharness.polite_stop import say_kept
 from envharness.transforms import TRANSFORMS, Transform
+from envharness.values import MOST_BODY_BYTES, MOST_EPISODES, MOST_SECONDS, MOST_SEED
 
 __all__ = [  # what envrigger, tests and users imported from here before envharness.command_line held it
     "ALLOW_IMPORT_HELP",
@@ -143,20 +145,16 @@ def transforms(
 def _read_spec(path: Path) -> Any:
     from envharness.spec import HarnessSpec
 
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"SPEC: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise UserError(f"SPEC: {path} cannot be read as UTF-8 text ({type(error).__name__}); give a JSON spec file") from None
-    return HarnessSpec.from_json(text)
+    return HarnessSpec.from_file(path)
 
 
 @app.command()
 def check(
     spec_path: Path = typer.Argument(..., metavar="SPEC.json", help="A spec written by `envharness wrap`."),
-    episodes: int = typer.Option(5, min=1, help="Random-policy episodes to roll out."),
-    seed: int = typer.Option(0, min=0, help="Seed of the first episode (episode i uses seed + i)."),
+    episodes: int = typer.Option(5, min=1, max=MOST_EPISODES, help="Random-policy episodes to roll out."),
+    seed: int = typer.Option(0, min=0, max=MOST_SEED, help="Seed of the first episode (episode i uses seed + i)."),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Build a spec, run Gymnasium's env checker and a short random rollout, print verdict stats.
@@ -245,8 +243,12 @@ def serve_command(
     record: Path = typer.Option(None, "--record", metavar="RUN", help="Store every session's episode in this run directory."),
     token_env: str = typer.Option(None, "--token-env", metavar="NAME", help="The variable holding the bearer token clients must send."),
     max_sessions: int = typer.Option(64, "--max-sessions", min=1, max=100_000, help="Sessions open at once; more get 429."),
-    idle_timeout: float = typer.Option(600.0, "--idle-timeout", min=0.05, help="Seconds a session may sit idle before it is closed."),
-    max_body: int = typer.Option(1 << 20, "--max-body", min=256, help="Largest request body in bytes; larger get 413."),
+    idle_timeout: float = typer.Option(
+        600.0, "--idle-timeout", min=0.05, max=MOST_SECONDS, help="Seconds a session may sit idle before it is closed."
+    ),
+    max_body: int = typer.Option(
+        1 << 20, "--max-body", min=256, max=MOST_BODY_BYTES, help="Largest request body in bytes; larger get 413."
+    ),
     allow_import: list[str] = typer.Option(None, "--allow-import", metavar="MODULE", help=ALLOW_IMPORT_HELP),
 ) -> None:
     """Serve a wrapped env over HTTP: any agent, in any language, plays it with reset/step and cannot forge its verdict.
@@ -281,7 +283,12 @@ def serve_command(
         f"serving {spec.env_id} (spec {spec.hash()}) at http://{host}:{port}/v1 ({'bearer token required' if token else 'no token'})",
         flush=True,
     )
-    serve(service, host=host, port=port, token=token, max_body=max_body)
+    try:
+        serve(service, host=host, port=port, token=token, max_body=max_body)
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP: each finished session's episode was recorded as it ended
+        count = f"{service.recorded} finished episode{'s' if service.recorded != 1 else ''}"
+        say_kept(stop, f"{count} kept in {record}" if record is not None else "nothing recorded (no --record RUN)")
+        raise
 
 
 def _recorder(run: Path) -> Any:

@@ -1,8 +1,9 @@
 """What every command line of envharness and envrigger shares: errors as one line, tables, arguments.
 
 Contains :func:`run_cli` (runs a typer app; a user error becomes one line on stderr and
-exit code 2; ``--import MODULE`` is read first), :func:`print_table` and ``console``,
-:func:`parse_transform` (the ``Name:k=v,...`` syntax), :func:`spec_argument` (a
+exit code 2; ``--import MODULE`` is read first; a stop by Ctrl-C, SIGTERM or SIGHUP keeps
+what had finished, then one line and exit code 128 + the signal), :func:`print_table` and
+``console``, :func:`parse_transform` (the ``Name:k=v,...`` syntax), :func:`spec_argument` (a
 ``SPEC.json|ENV_ID`` argument), :func:`write_atomically` (an ``-o`` file) and
 ``ALLOW_IMPORT_HELP``. :class:`~envharness.errors.UserError` lives in
 :mod:`envharness.errors`. The ``envharness`` commands themselves are in :mod:`envharness.cli`.
@@ -23,7 +24,8 @@ from rich.console import Console
 from rich.table import Table
 
 from envharness.errors import EnvHarnessError, SpecError, UserError
-from envharness.files import write_text_atomically
+from envharness.files import check_inside, write_text_atomically
+from envharness.polite_stop import polite_stops
 from envharness.transforms import Transform, get_transform
 from envharness.transforms.base import load_file_module, remember_import
 
@@ -137,21 +139,28 @@ def spec_argument(argument: str, what: str = "SPEC") -> Any:
 
     path = Path(argument)
     if path.suffix == ".json" or path.exists():
-        if not path.is_file():
+        if not path.exists():
             raise UserError(f"{what}: {path} does not exist; write one with `envharness wrap ENV_ID ... -o {path}`")
-        return HarnessSpec.from_json(path.read_text())
+        return HarnessSpec.from_file(path)
     return HarnessSpec(env_id=argument)
 
 
-def write_atomically(path: Path, text: str, make_parents: bool = False) -> None:
+def write_atomically(path: Path, text: str, make_parents: bool = False, within: Path | None = None) -> None:
     """Write an ``-o`` file so that readers see the old file or the new one, never half (:mod:`envharness.files`).
 
-    A path that exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is
-    written into, never replaced: replacing a device node with a file would break it for
-    the whole machine. A missing parent directory is refused (a mistyped path is not
-    created silently) unless ``make_parents``. The file gets the mode a plain ``open``
-    would give it under the process's umask.
+    A path the user named (``within`` None) that exists and is not a regular file
+    (``/dev/null``, ``/dev/stdout``, a FIFO) is written into, never replaced: replacing a
+    device node with a file would break it for the whole machine; a link there is followed.
+    A path inside a directory the user named (``within``: a run's ``report.html``, an
+    export's files) is never written through a link or into a special file: each is refused
+    (:func:`envharness.files.check_inside`). A missing parent directory is refused (a
+    mistyped path is not created silently) unless ``make_parents``. The file gets the mode a
+    plain ``open`` would give it under the process's umask.
     """
+    if within is not None:
+        check_inside(path, within)
+    elif path.is_symlink():
+        path = Path(os.path.realpath(path))  # the user named it: written where it points, as a shell's > would
     if path.is_dir():
         raise UserError(f"-o: {path} is a directory; give a file path such as {path / 'spec.json'}")
     if path.exists() and not path.is_file():
@@ -171,7 +180,7 @@ def write_atomically(path: Path, text: str, make_parents: bool = False) -> None:
         except OSError as error:
             raise UserError(f"-o: cannot create {path.parent} ({error.strerror or type(error).__name__}); pick a writable path") from None
     try:
-        write_text_atomically(path, text)
+        write_text_atomically(path, text, within=within)
     except OSError as error:
         # Only the temporary file's creation names it alone (a rename names both paths): the folder is not writable.
         made = error.filename2 is None and str(error.filename or "").startswith(str(path.parent / f".{path.name}."))
@@ -248,8 +257,28 @@ def run_cli(
 
     ``imported`` runs after the user's modules are imported and before the command line is
     parsed: what a module registers (an arm, a transform) can still reach the ``--help`` text.
+    Every command runs inside :class:`~envharness.polite_stop.polite_stops`: Ctrl-C, SIGTERM
+    and SIGHUP take one path, on which a long command keeps what had finished; then one line
+    (``PROG: interrupted by SIGTERM: 4 finished episodes kept in RUN``) and exit code 128 +
+    the signal (130, 143, 129).
     """
     _say_import(app)
+    with polite_stops(prog) as stops:
+        try:
+            code = _run_app(app, argv, prog, known, imported)
+        except KeyboardInterrupt:  # a stop that landed outside the command (typer turns one inside it into 130)
+            code = 130
+        if stops.stop is None and code != 130:
+            return code
+        stop = stops.stop
+        kept = stop.kept if stop is not None and stop.kept else "what had finished is stored"
+        print(f"{prog}: interrupted by {stop.name if stop is not None else 'SIGINT'}: {kept}", file=sys.stderr, flush=True)
+        return stop.exit_code if stop is not None else 130
+
+
+def _run_app(
+    app: typer.Typer, argv: list[str] | None, prog: str, known: tuple[type[BaseException], ...], imported: Callable[[], None] | None
+) -> int:
     try:
         argv, modules = take_imports(list(sys.argv[1:] if argv is None else argv))
         for module in modules:
@@ -260,7 +289,6 @@ def run_cli(
     except typer.Exit as done:
         return done.exit_code
     except (typer.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-        print(f"{prog}: interrupted; what had finished is stored", file=sys.stderr)
         return 130
     except ClickException as error:
         message = error.format_message()
@@ -270,6 +298,9 @@ def run_cli(
             print(f"{prog}: error: {message.splitlines()[0]}", file=sys.stderr)
         return 2
     except OSError as error:  # disk full, permissions, a vanished file: one line, and nothing half-written is left
+        if error.strerror is None and str(error):  # raised with a message of its own (it names the file)
+            print(f"{prog}: error: {str(error).splitlines()[0]}", file=sys.stderr)
+            return 2
         where = f" ({error.filename})" if getattr(error, "filename", None) else ""
         fix = "free some space or write elsewhere" if error.errno == errno.ENOSPC else "check the path and its permissions"
         print(f"{prog}: error: {error.strerror or type(error).__name__}{where}; {fix}", file=sys.stderr)
@@ -277,6 +308,4 @@ def run_cli(
     except (EnvHarnessError, SpecError, *known) as error:  # type: ignore[misc]  # mypy cannot see a starred tuple of exception types
         print(f"{prog}: error: {str(error).splitlines()[0] if str(error) else type(error).__name__}", file=sys.stderr)
         return 2
-    if result == 130:  # Ctrl-C: typer turns it into this exit code
-        print(f"{prog}: interrupted; what had finished is stored", file=sys.stderr)
-    return result if isinstance(result, int) else 0
+    return result if isinstance(result, int) else 0  # 130: Ctrl-C, which typer turns into this exit code

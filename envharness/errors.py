@@ -6,8 +6,10 @@ Contains :class:`EnvHarnessError`, the one base class, and its specific kinds:
 :class:`TransformError` (a transform failed while the environment ran),
 :class:`VerifierTamperError` (something changed what the verifier judges, outside the
 base env's own step), :class:`EpisodeEndedError` (a step after the episode ended),
-:class:`ActionError` (an action outside the action space) and :class:`UserError` (a bad
-command-line argument or file).
+:class:`ActionError` (an action outside the action space), :class:`UserError` (a bad
+command-line argument or file), :class:`UnreadableFileError` (a file a command reads that is
+not the file it should be) and :class:`UnsafePathError` (a symbolic link or special file
+planted where a file is written, refused).
 
 Every message is one line that says what was wrong and how to fix it, so the CLI can
 print it as is and exit with code 2.
@@ -76,3 +78,11 @@ class ActionError(EnvHarnessError, ValueError):
 
 class UserError(EnvHarnessError):
     """A bad command-line argument or file."""
+
+
+class UnreadableFileError(UserError, ValueError):
+    """A file a command reads is missing, a directory, not UTF-8 text, not JSON, or JSON of the wrong shape (see :mod:`envharness.reading`)."""
+
+
+class UnsafePathError(EnvHarnessError):
+    """A path about to be written inside a directory is a symbolic link or a special file (FIFO, device, socket): refused."""

@@ -1,4 +1,4 @@
-"""A wrapped env over HTTP: :func:`create_app` (a FastAPI app) and :func:`serve` (run it with uvicorn).
+"""A wrapped env over HTTP: :func:`create_app` (a FastAPI app) and :func:`serve` (run it with uvicorn until stopped).
 
 Routes (JSON in and out; errors are ``{"error": "one line"}`` with a status code):
 
@@ -44,7 +44,7 @@ from envharness.errors import ActionError, EnvHarnessError, EpisodeEndedError, S
 from envharness.httpguard import DEPTH, Gate, HTTPError, Redactor, first_line, parse_json, read_body
 from envharness.wire import decode, describe_space, encode
 
-__all__ = ["EnvService", "HTTPError", "Recorder", "Session", "background", "create_app", "is_loopback", "serve"]
+__all__ = ["EnvService", "HTTPError", "Recorder", "Session", "background", "create_app", "is_loopback", "run_until_stopped", "serve"]
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
@@ -109,6 +109,7 @@ class EnvService:
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()  # owns sessions, _idle and _opening: the registry, the pool and the reservations
         self._opening = 0  # places reserved by opens still building or resetting their env
+        self.recorded = 0  # episodes handed to the recorder (what a stop says was kept)
         self._resetting = threading.Lock()
 
     # -- sessions ----------------------------------------------------------------------
@@ -243,6 +244,8 @@ class EnvService:
         verdict = session.steps[-1][5].get("verdict") if session.steps and error is None else None
         self.recorder.record(self.spec, session.env, session_id, session.seed, session.steps, verdict, session.info, error,
                              time.perf_counter() - session.started, session.opened)  # fmt: skip
+        with self.lock:
+            self.recorded += 1
 
     def _release(self, env: Any, reusable: bool) -> None:
         """``env`` back to the pool (at most 8 wait there), or closed; called once per env a session or an open held."""
@@ -373,13 +376,55 @@ def create_app(service: EnvService, token: str | None = None, max_body: int = 1 
 
 def serve(service: EnvService, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, max_body: int = 1 << 20,
           body_timeout: float = 30.0) -> None:  # fmt: skip
-    """Run the app with uvicorn until interrupted (its reaper closes idle sessions)."""
-    import uvicorn
-
+    """Run the app with uvicorn until stopped (its reaper closes idle sessions); see :func:`run_until_stopped`."""
     if token is None and not is_loopback(host):
         raise SpecError(f"--host {host} is not loopback: set a bearer token with --token-env NAME (the variable holding it)")
-    config = uvicorn.Config(create_app(service, token, max_body, body_timeout), host=host, port=port, log_level="warning", access_log=False)
-    uvicorn.Server(config).run()
+    run_until_stopped(create_app(service, token, max_body, body_timeout), host, port)
+
+
+STOP_GRACE_S = 5  # seconds the requests in flight at a stop get to finish before they are cut
+
+
+def run_until_stopped(app: Any, host: str, port: int) -> None:
+    """Serve ``app`` with uvicorn until Ctrl-C, SIGTERM or SIGHUP; then stop politely and pass the stop on.
+
+    The listener closes, the requests in flight get ``STOP_GRACE_S`` seconds to finish (an
+    episode's last step, a model call: recorded and answered), the app's lifespan ends, and
+    the signal is raised again for the caller's handler: under
+    :class:`~envharness.polite_stop.polite_stops` (every command line), :class:`~envharness.polite_stop.Stopped`.
+    uvicorn does this for SIGINT and SIGTERM; SIGHUP, which it leaves alone, is added here.
+    """
+    import asyncio
+    import signal
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Any:
+            with super().capture_signals():  # raises what it caught again on the way out, once its handlers are back
+                if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+                    yield
+                    return
+                before = signal.signal(signal.SIGHUP, self.handle_exit)
+                try:
+                    yield
+                finally:
+                    signal.signal(signal.SIGHUP, before)
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            # An app that can end its own work in flight (the proxy: its upstream calls) does so a second before the
+            # grace is over, so each is answered and recorded rather than cancelled; nothing then outlives the process.
+            cut = getattr(getattr(app, "state", None), "cut_in_flight", None)
+            timer = asyncio.get_running_loop().call_later(max(STOP_GRACE_S - 1, 0), cut) if callable(cut) else None
+            try:
+                await super().shutdown(sockets)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False, timeout_graceful_shutdown=STOP_GRACE_S)
+    Server(config).run()
 
 
 class background:  # noqa: N801 - used like a function: background(service) -> a running server

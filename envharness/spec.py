@@ -9,19 +9,22 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from envharness.errors import SpecError
 from envharness.harness import Harness
 from envharness.make import allowing_imports, make_base
+from envharness.reading import read_json
 from envharness.transforms.base import transform_from_spec, validation_message
-from envharness.values import check_numbers, parse_int
+from envharness.validated import ValidatedModel
+from envharness.values import MAX_ID, MAX_KWARGS, MAX_TRANSFORMS, check_numbers, parse_int
 
 
-class TransformSpec(BaseModel):
+class TransformSpec(ValidatedModel):
     """One transform as data: its registry ``name`` and its ``params``.
 
     Example:
@@ -31,11 +34,11 @@ class TransformSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(description="registered transform name, e.g. 'MoveGoal'")
-    params: dict[str, Any] = Field(default_factory=dict, description="parameter values")
+    name: str = Field(min_length=1, max_length=100, description="registered transform name, e.g. 'MoveGoal'")
+    params: dict[str, Any] = Field(default_factory=dict, max_length=MAX_KWARGS, description="parameter values")
 
 
-class HarnessSpec(BaseModel):
+class HarnessSpec(ValidatedModel):
     """A reshaped environment as data: base env id and kwargs plus ordered transforms.
 
     Example:
@@ -52,9 +55,17 @@ class HarnessSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    env_id: str = Field(min_length=1, description="Gymnasium id of the base env")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
-    transforms: list[TransformSpec] = Field(default_factory=list, description="transforms, in order")
+    env_id: str = Field(min_length=1, max_length=MAX_ID, description="Gymnasium id of the base env")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, max_length=MAX_KWARGS, description="keyword arguments for gymnasium.make")
+    transforms: list[TransformSpec] = Field(default_factory=list, max_length=MAX_TRANSFORMS, description="transforms, in order")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_a_spec_holds(cls, data: Any) -> Any:
+        """A number the JSON path refuses (wider than 64 bits, not finite) is refused on every path: built, copied, assigned."""
+        if isinstance(data, dict):
+            check_numbers({k: data[k] for k in ("env_kwargs", "transforms") if k in data}, "spec")
+        return data
 
     @classmethod
     def of(cls, env: Harness) -> HarnessSpec:
@@ -96,6 +107,15 @@ class HarnessSpec(BaseModel):
         if not isinstance(data, dict):
             raise SpecError("spec: expected a JSON object with 'env_id' and 'transforms'; fix the file's top level")
         return cls.coerce(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> HarnessSpec:
+        """Read a spec file; whatever is wrong with it (the file, its JSON, a field) is a one-line SpecError naming the file."""
+        data = read_json(path, dict, fix="fix it, or write one with `envharness wrap ENV_ID ... -o FILE`", error=SpecError)
+        try:
+            return cls.coerce(data)
+        except SpecError as error:
+            raise SpecError(f"{path}: {error}") from None
 
     def to_json(self, indent: int | None = 2) -> str:
         """JSON text that :meth:`from_json` turns back into this spec."""

@@ -44,6 +44,15 @@ def _digits(value: int) -> int:
 
 
 MAX_BITS = 64  # the widest whole number a spec holds: seeds, step counts and sizes all fit
+MAX_ID = 300  # an env id: a Gymnasium id, or module:Env-v0 of an importable module
+MAX_KWARGS = 100  # keyword arguments of a base env, parameters of a transform
+MAX_TRANSFORMS = 1000  # transforms of one spec: far above any curriculum's stack of reshapings
+# The upper bounds of the commands' counts and sizes: far above any real use, and each one there.
+MOST_EPISODES = 10_000_000
+MOST_SEED = 2**62  # a first level seed: seed + episodes still fits the int64 column a run stores it in
+MOST_SECONDS = 30 * 86_400  # a wall limit, a timeout: a month
+MOST_WORKERS = 1024  # processes or threads at once
+MOST_BODY_BYTES = 1 << 30  # one HTTP request body
 
 
 class LongInteger:

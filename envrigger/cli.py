@@ -26,6 +26,7 @@ import envharness
 from envharness.command_line import ALLOW_IMPORT_HELP, parse_transform, print_table, run_cli, spec_argument, write_atomically
 from envharness.command_line import console as harness_console
 from envharness.errors import UserError
+from envharness.values import MOST_BODY_BYTES, MOST_EPISODES, MOST_SECONDS, MOST_SEED, MOST_WORKERS
 from envrigger.data import TrajectoryStore
 from envrigger.loop.arms import registered
 from envrigger.loop.config import LoopConfig
@@ -77,8 +78,8 @@ def run_episodes(env: Any, policy: Any, seeds: list[int]) -> dict[str, Any]:
 def demo(
     env_id: str = typer.Option(DEFAULT_ENV, "--env", help="Gymnasium id of the base env."),
     transform: list[str] = typer.Option(None, "-t", "--transform", help="Transform Name:k=v,...; repeatable."),
-    episodes: int = typer.Option(20, min=1, help="Episodes per policy and env."),
-    seed: int = typer.Option(0, help="First level seed; episode i uses seed + i."),
+    episodes: int = typer.Option(20, min=1, max=MOST_EPISODES, help="Episodes per policy and env."),
+    seed: int = typer.Option(0, min=0, max=MOST_SEED, help="First level seed; episode i uses seed + i."),
     output: Path = typer.Option(
         None, "-o", "--output", help="Keep the random policy's run in this directory (default: a temporary one, removed at the end)."
     ),
@@ -132,14 +133,16 @@ def collect(
         help="random, reference, a saved learner (Q-table .json, SB3 .zip, ALGO:model.zip such as PPO:ppo.zip), "
         "or your own policy class as module:Class or file.py:Class (called with the env, if it takes an argument).",
     ),  # fmt: skip
-    episodes: int = typer.Option(100, "--episodes", "-n", min=1, help="Episodes to run; level seeds are --seed .. --seed+N-1."),
-    seed: int = typer.Option(0, "--seed", min=0, help="First level seed."),
-    policy_seed: int = typer.Option(0, "--policy-seed", min=0, help="Seeds the policy's own randomness."),
+    episodes: int = typer.Option(
+        100, "--episodes", "-n", min=1, max=MOST_EPISODES, help="Episodes to run; level seeds are --seed .. --seed+N-1."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=MOST_SEED, help="First level seed."),
+    policy_seed: int = typer.Option(0, "--policy-seed", min=0, max=MOST_SEED, help="Seeds the policy's own randomness."),
     backend: str = typer.Option("process", "--backend", help="serial, process or ray."),
-    workers: int = typer.Option(None, "--workers", "-w", min=1, help="Worker processes (default: all cores)."),
+    workers: int = typer.Option(None, "--workers", "-w", min=1, max=MOST_WORKERS, help="Worker processes (default: all cores)."),
     ray_address: str = typer.Option(None, "--ray-address", metavar="ADDRESS", help=RAY_ADDRESS_HELP),
     batch: int = typer.Option(
-        1, "--batch", min=1, help="With --backend serial: play N episodes in lockstep, the policy acting for all in one call."
+        1, "--batch", min=1, max=4096, help="With --backend serial: play N episodes in lockstep, the policy acting for all in one call."
     ),
     store_obs: str = typer.Option(
         "small",
@@ -153,11 +156,19 @@ def collect(
         600.0,
         "--episode-timeout",
         min=0,
+        max=MOST_SECONDS,
         help="Wall seconds an episode may take before it is killed and recorded as 'timeout (wall)', nothing of it kept (0: none); "
         "an LLM agent's episode is cut before that, its steps kept, at the harness's episode_seconds or at this less the request timeout.",
     ),
     flush_steps: int = typer.Option(
-        50_000, "--flush-steps", min=1, help="Commit a part every this many steps (smaller: less to redo after a crash)."
+        50_000, "--flush-steps", min=1, max=10**9, help="Commit a part every this many steps (smaller: less to redo after a crash)."
+    ),
+    flush_seconds: float = typer.Option(
+        10.0,
+        "--flush-seconds",
+        min=0,
+        max=MOST_SECONDS,
+        help="Also commit once a finished episode has waited this many seconds, whatever the step count (0: no time bound).",
     ),
     agent: str = typer.Option(None, "--agent", help="chat: an LLM agent on an OpenAI-compatible endpoint (instead of --policy)."),
     base_url: str = typer.Option(None, "--base-url", metavar="URL", help="With --agent chat: the endpoint, e.g. http://127.0.0.1:8000/v1."),
@@ -172,12 +183,14 @@ def collect(
         60.0,
         "--request-timeout",
         min=0.1,
+        max=3600,
         help="With --agent chat: seconds a whole model call may take (each attempt: connect, the answer and every byte of its stream).",
     ),
     concurrency: int = typer.Option(
         1,
         "--concurrency",
         min=1,
+        max=MOST_WORKERS,
         help="Episodes in flight at once in threads of one process (for agents that wait on an endpoint; serial backend).",
     ),
     prices: Path = typer.Option(
@@ -189,23 +202,17 @@ def collect(
 ) -> None:
     """Roll a policy (or an LLM agent) out on a spec and store the trajectories as Parquet.
 
-    One collection writes to a run directory at a time (a second is refused). Ctrl-C commits
-    every finished episode, then stops. With --agent chat, every model call is recorded with
-    its step (tokens, latency, retries, the messages), under the harness's hash.
+    One collection writes to a run directory at a time (a second is refused). A finished
+    episode is committed within --flush-seconds; Ctrl-C, SIGTERM and SIGHUP commit every
+    finished episode, then stop (exit 130, 143, 129). With --agent chat, every model call is
+    recorded with its step (tokens, latency, retries, the messages), under the harness's hash.
 
     Example: envrigger collect spec.json --policy reference --episodes 200 --workers 2 -o runs/doorkey
     Example: envrigger collect envharness/TextWorld-v0 --agent chat --base-url http://127.0.0.1:8000/v1 --model qwen -n 20 -o runs/tw
     """
-    from envharness.spec import HarnessSpec
     from envrigger.rollout import rollout
 
-    spec_file = Path(spec_path)
-    if spec_file.suffix == ".json" or spec_file.exists():
-        if not spec_file.is_file():
-            raise UserError(f"SPEC: {spec_file} does not exist; write one with `envharness wrap ENV_ID ... -o {spec_file}`")
-        spec = HarnessSpec.from_json(spec_file.read_text())
-    else:
-        spec = HarnessSpec(env_id=spec_path)
+    spec = spec_argument(spec_path)
     chosen: Any = policy
     if agent is not None:
         chosen = _chat_agent(spec, agent, base_url, model, harness_path, api_key_env, request_timeout, allow_import or (), prices)
@@ -227,6 +234,7 @@ def collect(
         allow_imports=allow_import or (),
         episode_timeout=episode_timeout or None,
         flush_steps=flush_steps,
+        flush_seconds=flush_seconds or None,
         ray_address=ray_address,
         batch=batch,
         store_obs=store_obs,
@@ -251,9 +259,9 @@ def _chat_agent(
     if not base_url or not model:
         raise UserError("--agent chat needs --base-url URL and --model NAME (the endpoint and the model it serves)")
     if harness_path is not None:
-        if not harness_path.is_file():
+        if not harness_path.exists():
             raise UserError(f"--harness: {harness_path} does not exist; write one with `envrigger agent init --env {spec.env_id} > FILE`")
-        harness = AgentHarness.from_json(harness_path.read_text(), source=str(harness_path))
+        harness = AgentHarness.from_file(harness_path)
     else:
         harness = default_harness(spec.env_id)
     env = spec.build(allow_imports=list(allow_imports))
@@ -271,16 +279,19 @@ def _wall_limits(factory: Any, hard: float, request_timeout: float) -> tuple[Any
     """The agent's own wall limit per episode (soft: the episode is cut, its steps kept) and the hard one that kills it.
 
     A harness without ``episode_seconds`` gets one that leaves its last model call time to
-    finish inside ``--episode-timeout``; a harness with one keeps it, and the hard limit
-    moves above it, so the kill (which keeps nothing) is only for an env or agent that hangs.
+    finish inside ``--episode-timeout`` (and within the harness's own bound on it); a harness
+    with one keeps it, and the hard limit moves above it, so the kill (which keeps nothing) is
+    only for an env or agent that hangs.
     """
-    from envrigger.agents import ChatAgentFactory
+    from envharness.transforms.base import field_bounds
+    from envrigger.agents import AgentHarness, ChatAgentFactory
 
     soft = factory.harness.episode_seconds
     if soft is None:
         if not hard:
             return factory, hard
-        soft = max(hard - request_timeout - 10.0, hard / 2)
+        longest = field_bounds(AgentHarness.model_fields["episode_seconds"])[1]
+        soft = min(max(hard - request_timeout - 10.0, hard / 2), longest)
         factory = ChatAgentFactory(factory.harness.model_copy(update={"episode_seconds": soft}), factory.endpoint)
     elif hard:
         hard = max(hard, soft + request_timeout + 30.0)
@@ -326,11 +337,11 @@ def verify(
         raise UserError(f"{path} does not exist; give a run directory, a loop directory or a library.db")
     library_path = path if path.is_file() else path / "library.db"
     runs = sorted(p.parent for p in path.rglob("run.json")) if path.is_dir() else []
-    if not library_path.is_file() and not runs:
+    if not library_path.exists() and not runs:
         raise UserError(f"{path}: neither a run (no run.json) nor a loop directory (no library.db); point at one")
     problems: list[str] = []
-    if library_path.is_file():
-        library = Library(library_path, create=False, check=True)
+    if library_path.exists():
+        library = Library(library_path, create=False, check=True, read_only=True)
         components, rounds = library.components(), library.rounds()
         console.print(f"{library_path}: library: {len(components)} components, {len(rounds)} rounds; checksums match")
         library.close()
@@ -541,7 +552,7 @@ def diagnose_command(
             console.print(f"wrote {output}")
     else:
         target = output or run / "report.html"
-        write_atomically(target, render_html(result, store))
+        write_atomically(target, render_html(result, store), within=None if output else run)  # the run's own page: no planted link
         console.print(f"wrote {target} ({len(result.findings)} findings)")
 
 
@@ -593,6 +604,7 @@ RUN_FLAGS: dict[str, Flag] = {
     "credit_margin": Flag(metavar="Z"),
     "mutate": Flag(),
     "step_out": Flag(),
+    "demo_start": Flag(),
     "step_in": Flag(),
     "retire_mastered": Flag(),
     "target_all": Flag(),
@@ -654,6 +666,7 @@ def run_command(
         "--jobs",
         "-j",
         min=1,
+        max=MOST_WORKERS,
         help="With --seeds: master seeds trained at once, each in its own process (results do not depend on it).",
     ),
     ray_address: str = typer.Option(
@@ -696,7 +709,7 @@ def run_command(
         given = [_typed_flag(name, settings[name]) for name in RUN_FLAGS if typed(name)]
         # The agent's options too: the run's agent is in its loop.json (learner_params), as every setting is.
         given += [flag for name, flag in AGENT_FLAGS.items() if typed(name)]
-        if typed("seeds") and seeds > 1 and not (resume / "seeds.json").is_file():
+        if typed("seeds") and seeds > 1 and not (resume / "seeds.json").exists():
             given.append("--seeds (a single run; start a multi-seed run with -o and --seeds)")
         if given or env is not None:
             what = ", ".join(given + (["ENV_ID|SPEC.json"] if env is not None else []))
@@ -743,9 +756,10 @@ def run_command(
                 probe.close()
     target = output or resume
     log = lambda m: console.print(f"[dim]{m}[/dim]")  # noqa: E731
-    if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").is_file()):
+    if (seeds > 1 and output is not None) or (resume is not None and (resume / "seeds.json").exists()):
         # Seeds in processes of their own print their own round lines; the console's log closure stays here.
-        across = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs, ray_address=ray_address)
+        with _say_rounds_kept(target):
+            across = run_seeds(target, config, seeds, log=log, on_round=_show_round, jobs=jobs, ray_address=ray_address)
         _show_across_seeds(target, across)
         _write_report(target, log)
         return
@@ -754,9 +768,31 @@ def run_command(
         _show_round(summary)
         _write_report(target, log)
 
-    result = run_loop(target, config, on_round=shown, log=log, stage=_progress_bar)
+    with _say_rounds_kept(target):
+        result = run_loop(target, config, on_round=shown, log=log, stage=_progress_bar)
     _show_final(target, result)
     _write_report(target, log)
+
+
+@contextlib.contextmanager
+def _say_rounds_kept(run: Path) -> Iterator[None]:
+    """On a stop, tell the stop line how many rounds the run committed (every seed's): a resumed run starts after them."""
+    from envharness.polite_stop import say_kept
+    from envrigger.loop.library import Library
+
+    try:
+        yield
+    except KeyboardInterrupt as stop:
+        count = 0
+        for path in [run / "library.db", *sorted(run.glob("seed-*/library.db"))]:
+            try:
+                library = Library(path, create=False)
+                count += len(library.rounds())
+                library.close()
+            except Exception:  # noqa: BLE001, S112 - a library not yet made (or damaged) has no round to count
+                continue
+        say_kept(stop, f"{count} finished round{'s' if count != 1 else ''} kept in {run}; continue with `envrigger run --resume {run}`")
+        raise
 
 
 run_command.__signature__ = inspect.signature(run_command).replace(  # type: ignore[attr-defined]
@@ -937,7 +973,7 @@ def library_list(path: Path = typer.Argument(..., metavar="LIBRARY", help="libra
     """
     from envrigger.loop.library import Library
 
-    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    library = Library(path / "library.db" if path.is_dir() else path, create=False, read_only=True)
     table = Table(title=f"{library.path} (version {library.version})")
     for column in ("id", "hash", "finding", "transforms", "learnability", "round", "origin"):
         table.add_column(column, overflow="fold")
@@ -955,12 +991,14 @@ def library_show(path: Path = typer.Argument(..., metavar="LIBRARY"), component:
     """Print one component with its spec and every gate's statistic, as JSON."""
     from envrigger.loop.library import Library
 
-    library = Library(path / "library.db" if path.is_dir() else path, create=False)
+    library = Library(path / "library.db" if path.is_dir() else path, create=False, read_only=True)
     print(library.get(component).model_dump_json(indent=2))
 
 
 @library_app.command("remove")
-def library_remove(path: Path = typer.Argument(..., metavar="LIBRARY"), component: int = typer.Argument(..., help="component id")) -> None:
+def library_remove(
+    path: Path = typer.Argument(..., metavar="LIBRARY"), component: int = typer.Argument(..., min=0, max=2**63 - 1, help="component id")
+) -> None:
     """Remove a component (the library version moves on)."""
     from envrigger.loop.library import Library
 
@@ -993,10 +1031,10 @@ def export_command(
 
     library_path = path / "library.db" if path.is_dir() else path
     final = library_path.parent / "final.json"
-    warnings = FinalResults.load(final).warnings if final.is_file() else []
+    warnings = FinalResults.load(final).warnings if final.exists() else []
     if warnings and not force:
         raise UserError(f"{warnings[0].split(':')[0]}; export anyway with --force")
-    written = export_library(Library(library_path, create=False), to, package, wheel=wheel)
+    written = export_library(Library(library_path, create=False, read_only=True), to, package, wheel=wheel)
     links = f"--find-links {written['wheel'].parent} " if "wheel" in written else ""
     console.print(f"wrote {written['registry']} and package {written['package']} (pip install {links}{written['package']})")
 
@@ -1039,9 +1077,13 @@ def proxy_command(
         None, "--token-env", metavar="NAME", help="Require the token in this environment variable on every call (header X-Envrigger-Token)."
     ),
     request_timeout: float = typer.Option(
-        600.0, "--request-timeout", min=0.001, help="Seconds a whole upstream call may take, streams included (504 past it)."
+        600.0,
+        "--request-timeout",
+        min=0.001,
+        max=MOST_SECONDS,
+        help="Seconds a whole upstream call may take, streams included (504 past it).",
     ),
-    max_body: int = typer.Option(32 << 20, "--max-body", min=1, help="Largest request body in bytes (413 above it)."),
+    max_body: int = typer.Option(32 << 20, "--max-body", min=1, max=MOST_BODY_BYTES, help="Largest request body in bytes (413 above it)."),
 ) -> None:
     """Record an external agent's model calls: an OpenAI-compatible proxy that forwards to the upstream and records each call.
 
@@ -1074,7 +1116,16 @@ def proxy_command(
         raise UserError(f"--run: {run} is a file; give a run directory")
     run.mkdir(parents=True, exist_ok=True)
     print(f"recording calls to {upstream} in {run / 'calls.jsonl'}; agents use http://{host}:{port}/sessions/SESSION_ID/v1", flush=True)
-    run_proxy(upstream, run, host=host, port=port, token_ids=token_ids, token=token, timeout=request_timeout, max_body=max_body)
+    try:
+        run_proxy(upstream, run, host=host, port=port, token_ids=token_ids, token=token, timeout=request_timeout, max_body=max_body)
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP: every call answered was on disk before its answer
+        from envharness.polite_stop import say_kept
+        from envrigger.live.calls import CallLog
+
+        log = CallLog(run)
+        calls = len(log.scan_calls()[0])
+        say_kept(stop, f"{calls} model call{'s' if calls != 1 else ''} kept in {log.path}")
+        raise
 
 
 @app.command()

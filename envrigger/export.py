@@ -18,6 +18,7 @@ from gymnasium.envs.registration import parse_env_id
 from jinja2 import Environment
 
 from envharness.command_line import write_atomically
+from envharness.files import make_directories_inside, write_file_atomically
 from envrigger.data import TrajectoryError
 from envrigger.loop.library import Component, Library
 
@@ -86,29 +87,37 @@ def env_ids(package: str, components: list[Component]) -> dict[int, str]:
     return out
 
 
-def envharness_wheel(to: Path) -> Path:
+def envharness_wheel(to: Path, within: Path | None = None) -> Path:
     """Write this envharness as a wheel into ``to``: built from its source tree, else repacked from the installed copy.
 
     So an export installs on a machine without the project's source:
-    ``pip install --find-links DIR/wheels DIR/PACKAGE``.
+    ``pip install --find-links DIR/wheels DIR/PACKAGE``. The wheel is made in a private
+    folder, then written into ``to`` never through a link planted below ``within``.
     """
+    import shutil
     import subprocess
     import sys
+    import tempfile
 
     import envharness
 
     root = Path(envharness.__file__).resolve().parent.parent
-    to.mkdir(parents=True, exist_ok=True)
-    if not (root / "pyproject.toml").is_file():  # installed from a wheel or an index: no source to build from
-        return _repacked_wheel(to)
-    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(to), str(root)]
-    done = subprocess.run([*command, "--no-build-isolation"], capture_output=True, text=True)  # fast, with this env's setuptools
-    if done.returncode != 0:  # e.g. a setuptools too old to build wheels alone: let pip fetch the build backend
-        done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TrajectoryError(f"export: building the envharness wheel failed ({tail}); pass --no-wheel to skip it")
-    return sorted(to.glob("envharness-*.whl"))[-1]
+    make_directories_inside(to, within if within is not None else to.parent)
+    with tempfile.TemporaryDirectory(prefix="envrigger-wheel-") as private:
+        made = Path(private)
+        if not (root / "pyproject.toml").is_file():  # installed from a wheel or an index: no source to build from
+            built = _repacked_wheel(made)
+        else:
+            command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(made), str(root)]
+            done = subprocess.run([*command, "--no-build-isolation"], capture_output=True, text=True)  # fast, with this env's setuptools
+            if done.returncode != 0:  # e.g. a setuptools too old to build wheels alone: let pip fetch the build backend
+                done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise TrajectoryError(f"export: building the envharness wheel failed ({tail}); pass --no-wheel to skip it")
+            built = sorted(made.glob("envharness-*.whl"))[-1]
+        write_file_atomically(to / built.name, lambda tmp: shutil.copyfile(built, tmp), within=within)
+    return to / built.name
 
 
 # Files pip writes at install time; a wheel carries none of them (RECORD is written anew).
@@ -186,7 +195,8 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
     }
     to = Path(to)
     text = json.dumps(registry, indent=2) + "\n"
-    write_atomically(to / "registry.json", text, make_parents=True)
+    # `to` is the user's; what lies in it may be someone else's: nothing is written through a link planted there.
+    write_atomically(to / "registry.json", text, make_parents=True, within=to)
     templates = Environment(keep_trailing_newline=True)
     root = to / package
     from importlib.metadata import version
@@ -198,10 +208,10 @@ def export_library(library: Library, to: str | Path, package: str = "envrigger_e
         "library_version": library.version,
         "components": [{"id": ids[c.id], "finding": c.finding, "hash": c.hash} for c in components],
     }
-    write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context), make_parents=True)
-    write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context), make_parents=True)
-    write_atomically(root / package / "registry.json", text)
+    write_atomically(root / "pyproject.toml", templates.from_string(PYPROJECT).render(**context), make_parents=True, within=to)
+    write_atomically(root / package / "__init__.py", templates.from_string(INIT).render(**context), make_parents=True, within=to)
+    write_atomically(root / package / "registry.json", text, within=to)
     written = {"registry": to / "registry.json", "package": root}
     if wheel:
-        written["wheel"] = envharness_wheel(to / "wheels")
+        written["wheel"] = envharness_wheel(to / "wheels", within=to)
     return written

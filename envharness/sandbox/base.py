@@ -34,6 +34,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from envharness.errors import EnvHarnessError
+from envharness.validated import ValidatedModel
 
 UID_BASE, UID_SPAN = 1_000_000, 2**22  # each run gets a uid drawn from here, shared with no one
 MNT_DETACH = 2
@@ -45,7 +46,7 @@ class SandboxError(EnvHarnessError):
     """The sandbox itself could not run (backend missing, image build failed...), not the code in it."""
 
 
-class Limits(BaseModel):
+class Limits(ValidatedModel):
     """Resource limits of one sandboxed run.
 
     Example:

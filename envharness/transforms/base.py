@@ -19,9 +19,10 @@ from typing import Annotated, Any, ClassVar, Literal, Self, cast
 
 import numpy as np
 from annotated_types import Ge, Gt, Le, Lt
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from envharness.errors import SpecError, UnknownTransformError
+from envharness.validated import ValidatedModel
 from envharness.values import shown
 
 TRANSFORMS: dict[str, type[Transform]] = {}
@@ -49,7 +50,7 @@ def validation_message(owner: str, error: ValidationError) -> str:
     return f"{owner}.{field}: got {shown(got)}; {hint}"
 
 
-class Transform(BaseModel):
+class Transform(ValidatedModel):
     """A named, immutable, JSON-serializable reshaping of an environment.
 
     Subclasses declare ``kind`` (one of state, rule, observation, link), the weakness
@@ -184,6 +185,14 @@ class StateTransform(Transform):
 
     kind: ClassVar[str] = "state"
     requires_state_access: ClassVar[bool] = True
+
+    def level_seed(self, seed: int | None) -> int | None:
+        """The seed the base env is reset with when the harness is reset with ``seed`` (default: the same).
+
+        A transform that starts from recorded play (:class:`~envharness.transforms.DemoStart`)
+        maps every seed to one of the levels its recordings were played on.
+        """
+        return seed
 
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         """Edit the freshly reset base env through ``adapter`` (a StateHandle); return the new observation."""

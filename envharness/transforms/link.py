@@ -5,13 +5,14 @@ Contains :class:`Chain`.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import numpy as np
 from pydantic import Field
 
 from envharness.make import make_base
 from envharness.transforms.base import LinkTransform, register_transform
+from envharness.values import MAX_ID, MAX_KWARGS, MAX_TRANSFORMS
 
 
 @register_transform
@@ -34,9 +35,11 @@ class Chain(LinkTransform):
 
     targets: ClassVar[tuple[str, ...]] = ("timeout",)
 
-    env_id: str = Field(min_length=1, description="Gymnasium id of the env that follows")
-    env_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments for gymnasium.make")
-    transforms: list[dict[str, Any]] = Field(default_factory=list, description="transform specs for the linked env")
+    env_id: str = Field(min_length=1, max_length=MAX_ID, description="Gymnasium id of the env that follows")
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, max_length=MAX_KWARGS, description="keyword arguments for gymnasium.make")
+    transforms: list[Annotated[dict[str, Any], Field(max_length=2)]] = Field(
+        default_factory=list, max_length=MAX_TRANSFORMS, description="transform specs ({name, params}) for the linked env"
+    )
 
     def segment(self) -> tuple[Any, list[dict[str, Any]]]:
         # env_kwargs go to gymnasium.make only, never to envharness's own options.

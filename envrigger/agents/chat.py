@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envharness.errors import SpecError
+from envharness.reading import read_json
 from envrigger.agents.harness import AgentHarness, render
 from envrigger.agents.streaming import IncompleteStream, assemble
 from envrigger.agents.textview import TextView, UnusableReply, text_view
@@ -161,15 +162,14 @@ def check_endpoint(endpoint: Endpoint) -> list[str]:
 
 def read_prices(path: Any) -> dict[str, tuple[float, float]]:
     """A price table file, ``{"MODEL": [USD per 1M input tokens, per 1M output tokens]}``; a one-line SpecError if it is not one."""
+    shape = '{"MODEL": [USD per 1M input tokens, per 1M output tokens]}'
+    raw = read_json(path, dict, fix=f"give {shape}", error=SpecError)
     try:
-        raw = json.loads(open(path).read())
         table = {str(k): (float(v[0]), float(v[1])) for k, v in raw.items() if len(v) == 2 and min(float(v[0]), float(v[1])) >= 0}
         if len(table) != len(raw):
             raise ValueError("a price is not two non-negative numbers")
-    except (OSError, ValueError, TypeError, AttributeError, KeyError, IndexError) as error:
-        raise SpecError(
-            f'--prices: {path} is not {{"MODEL": [USD per 1M input tokens, per 1M output tokens]}} ({str(error).splitlines()[0][:80]})'
-        ) from None
+    except (ValueError, TypeError, KeyError, IndexError) as error:
+        raise SpecError(f"--prices: {path} is not {shape} ({str(error).splitlines()[0][:80]})") from None
     return table
 
 

@@ -12,17 +12,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal, cast
+from pathlib import Path
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from envharness.adapters import family_of_id
 from envharness.errors import SpecError
+from envharness.reading import read_model
+from envharness.validated import ValidatedModel
 from envrigger.agents.template import compile_template, render
 from envrigger.family_registry import family
+from envrigger.skills.memory import MAX_SKILL_CHARS
+
+MAX_LESSONS = 200  # lessons a harness may carry: a skill memory's max_skills at most
 
 
-class Sampling(BaseModel):
+class Sampling(ValidatedModel):
     """What every model call asks the endpoint for (OpenAI Chat Completions' sampling fields)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -31,13 +37,13 @@ class Sampling(BaseModel):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling mass")
     seed: int | None = Field(0, ge=0, le=2**31 - 1, description="the endpoint's sampling seed, where it takes one")
     max_tokens: int = Field(512, ge=1, le=131072, description="the longest completion")
-    stop: list[str] = Field(default_factory=list, max_length=4, description="stop sequences")
+    stop: list[Annotated[str, Field(max_length=200)]] = Field(default_factory=list, max_length=4, description="stop sequences")
     stream: bool = Field(
         False, description="stream each completion (server-sent events), recording the time to its first token; usage from the last chunk"
     )
 
 
-class ContextPolicy(BaseModel):
+class ContextPolicy(ValidatedModel):
     """Which messages each call sends: the system message and the task always, then the latest turns."""
 
     model_config = ConfigDict(extra="forbid")
@@ -50,7 +56,7 @@ class ContextPolicy(BaseModel):
     )
 
 
-class ParseRules(BaseModel):
+class ParseRules(ValidatedModel):
     """How a text reply becomes a command (``output: text``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -61,7 +67,7 @@ class ParseRules(BaseModel):
     case_sensitive: bool = Field(False, description="whether a command must match a listed one's case")
 
 
-class AgentHarness(BaseModel):
+class AgentHarness(ValidatedModel):
     """An LLM agent's loop as data: a JSON round-trip, hashed like a ``HarnessSpec``.
 
     Templates are jinja2, rendered in an immutable sandbox with a budget per render, with
@@ -100,20 +106,20 @@ class AgentHarness(BaseModel):
     )
     sampling: Sampling = Field(default_factory=Sampling)
     context: ContextPolicy = Field(default_factory=ContextPolicy)
-    skills: list[str] = Field(
+    skills: list[Annotated[str, Field(max_length=MAX_SKILL_CHARS)]] = Field(
         default_factory=list,
-        max_length=200,
+        max_length=MAX_LESSONS,
         description="lessons the agent may be reminded of (a skill memory): the best matches of each task are put before its first message",
     )
     skills_k: int = Field(3, ge=0, le=20, description="lessons retrieved per task (BM25 over the task's text)")
     skills_chars: int = Field(1200, ge=0, le=20_000, description="characters the lessons may add to a task's first message")
 
-    @field_validator("skills")
+    @field_validator("skills", mode="before")
     @classmethod
-    def _short_lessons(cls, lessons: list[str]) -> list[str]:
-        from envrigger.skills.memory import MAX_SKILL_CHARS
-
-        for i, lesson in enumerate(lessons):
+    def _short_lessons(cls, lessons: Any) -> Any:
+        for i, lesson in enumerate(lessons if isinstance(lessons, list) else []):
+            if not isinstance(lesson, str):
+                continue  # the type check names it
             if not lesson.strip() or len(lesson) > MAX_SKILL_CHARS:
                 raise ValueError(f"skills[{i}]: give a lesson of 1 to {MAX_SKILL_CHARS} characters")
         return lessons
@@ -136,6 +142,11 @@ class AgentHarness(BaseModel):
             first = error.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "(top level)"
             raise SpecError(f"{source}: {where}: {first['msg']}; see `envrigger agent init` for a valid harness") from None
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> AgentHarness:
+        """Read a harness file; whatever is wrong with it (the file, its JSON, a field) is a one-line SpecError naming the file."""
+        return read_model(cls, path, fix="see `envrigger agent init` for a valid harness", error=SpecError)
 
     def hash(self) -> str:
         """16 hex digits identifying this harness (its canonical JSON without the wall limit; a harness without skills hashes as before skills existed)."""

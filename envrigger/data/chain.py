@@ -3,7 +3,8 @@
 Contains :class:`ChainedLog` and :class:`Problem`. One JSON object per line,
 ``{"prev": SHA-256 of the previous line's bytes, KEY: the record, "sha256": SHA-256 of prev and record}``,
 written with one ``write`` and an ``fsync`` under an exclusive ``flock``. Appending never
-reads a record, so a damaged log never stops later appends.
+reads a record, so a damaged log never stops later appends; it never writes through a
+symbolic link or into a FIFO at the log's path (:func:`envharness.files.open_file_inside`).
 
 Reading tells apart what a kill leaves from what an editor does:
 
@@ -30,6 +31,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from envharness.files import open_file_inside
 
 GENESIS = "0" * 64  # the prev of a log's first line
 
@@ -80,7 +83,7 @@ class ChainedLog:
         """Append one record, chained to whatever the last line is (damaged or not), synced to disk."""
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab+") as handle:
+            with open_file_inside(self.path, "ab+") as handle:  # never through a link or into a FIFO planted in the run
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # one appender at a time, across processes too
                 try:
                     size = os.fstat(handle.fileno()).st_size

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envharness.files import write_file_atomically
+from envharness.reading import read_text
 from envrigger.data.records import (
     COST_FIELDS,
     EpisodeRecord,
@@ -175,19 +176,19 @@ def import_jsonl(path: str | Path, out: str | Path, batch_episodes: int = 1000) 
     as it was. Errors name the file, the line and the field.
     """
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise TrajectoryError(f"{path}: no such file; give the JSONL file your harness wrote")
     parsed: list[tuple[int, JsonlEpisode]] = []
-    with open(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                parsed.append((number, JsonlEpisode.model_validate_json(line)))
-            except ValidationError as error:
-                if error.errors()[0]["type"] == "json_invalid":
-                    raise TrajectoryError(f"{path}:{number}: not valid JSON; write one JSON object per line") from None
-                raise TrajectoryError(f"{path}:{number}: {_field_of(error)}; see docs/trajectories.md") from None
+    text = read_text(path, fix="give the JSONL file your harness wrote, one JSON object per line", error=TrajectoryError)
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: a JSON string may hold U+2028
+        if not line.strip():
+            continue
+        try:
+            parsed.append((number, JsonlEpisode.model_validate_json(line)))
+        except ValidationError as error:
+            if error.errors()[0]["type"] == "json_invalid":
+                raise TrajectoryError(f"{path}:{number}: not valid JSON; write one JSON object per line") from None
+            raise TrajectoryError(f"{path}:{number}: {_field_of(error)}; see docs/trajectories.md") from None
     if not parsed:
         raise TrajectoryError(f"{path}: no episodes in the file; write one JSON object per line")
     ids = [e.episode_id if e.episode_id is not None else number for number, e in parsed]

@@ -1,22 +1,37 @@
-"""Is this SQLite file ours? One check for every SQLite file envrigger keeps (ledgers, libraries), made before anything is written.
+"""Is this SQLite file ours? One check for every SQLite file envrigger keeps (ledgers, libraries, skills), made before anything is written.
 
 Contains :func:`schema_objects` (every schema object a set of ``CREATE`` scripts makes),
-:func:`schema_problem` (why a file is not one of ours, or None) and :func:`open_ours`
-(that check, then a connection). A file is ours when every schema object in it (table,
-index, view, trigger) is one our own schema makes, with the same definition: a copy of a
-ledger with one trigger added is not a ledger. The check reads the file without SQLite's
-help first (its header), then through a read-only connection that creates no ``-wal`` or
-``-shm`` file and takes no lock (``immutable``), so a file refused as not ours is left
-byte-identical: no journal mode, no table, no side file is written before it passes.
+:func:`schema_problem` (why a file is not one of ours, or None), :func:`reading` (the one way
+to open an SQLite file only to read it), :func:`open_ours` (that check, then a connection)
+and :func:`check_planted`. A file is ours when every schema object in it (table, index,
+view, trigger) is one our own schema makes, with the same definition: a copy of a ledger
+with one trigger added is not a ledger.
+
+Reading never creates, locks or changes a file, whatever lies beside the database: the
+check reads the header without SQLite's help, then opens the file ``immutable`` (no lock, no
+``-wal`` or ``-shm`` made, no journal rolled back). Where a ``-wal`` or ``-journal`` beside it
+holds something (a writer at work or killed; a copy of a live file with its ``-wal`` and no
+``-shm``), the newest committed state needs SQLite's recovery: the file and that journal are
+copied into a private folder and opened there, so recovery happens to the copy only. A file
+refused as not ours is left byte-identical, with the same mtime and no side file, in a
+read-only folder too. Before writing, the file and its side files must be regular files, not
+symbolic links or FIFOs (SQLite follows a link at the database, so its writes would land
+where the link points): refused in one line naming the path.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
-from collections.abc import Iterable
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from envharness.errors import UnsafePathError
+from envharness.files import check_inside
 from envrigger.errors import EnvriggerError, TrajectoryError
 
 MAGIC = b"SQLite format 3\x00"
@@ -54,12 +69,75 @@ def statements(schema: str) -> list[str]:
     return [s for s in schema.split(";") if s.strip()]
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
-    uri = path.resolve().as_uri()
-    # immutable: no lock, no -wal or -shm, no journal rolled back. Where a -wal file is already there (a
-    # writer killed, or one at work), the newest schema may be in it: read it read-only instead.
-    wal = Path(str(path) + "-wal")
-    return sqlite3.connect(f"{uri}?mode=ro" if wal.exists() else f"{uri}?immutable=1", uri=True)
+SIDE_FILES = ("-wal", "-shm", "-journal")  # what SQLite keeps beside a database
+
+
+def check_planted(path: str | Path) -> None:
+    """Refuse (:class:`~envharness.errors.UnsafePathError`) a database, or a side file of it, that is a link or a special file."""
+    for name in (str(path), *(f"{path}{suffix}" for suffix in SIDE_FILES)):
+        check_inside(name)
+
+
+def _pending(path: Path) -> list[str]:
+    """The side files that hold something SQLite's recovery needs (a -wal or -journal with bytes); a special one is refused."""
+    found = []
+    for suffix in SIDE_FILES:
+        side = Path(f"{path}{suffix}")
+        try:
+            info = side.stat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would hang the copy, a device never ends
+            raise UnsafePathError(f"{side}: is not a regular file (a FIFO, device or socket); nothing is read from it: remove it")
+        if suffix != "-shm" and info.st_size > 0:
+            found.append(suffix)
+    return found
+
+
+@contextmanager
+def reading(path: str | Path) -> Iterator[sqlite3.Connection]:
+    """A connection that reads ``path`` as last committed and never creates, locks or changes a file, beside it or in it.
+
+    ``immutable`` when no ``-wal`` or ``-journal`` holds anything; else the file and those
+    journals copied into a private folder and opened there (SQLite replays the ``-wal`` or
+    rolls back the hot journal in the copy). The connection may write: to the copy only.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "theirs.db"
+        >>> db = sqlite3.connect(path); _ = db.execute("PRAGMA journal_mode=WAL"); _ = db.execute("CREATE TABLE t (x)"); db.commit()
+        >>> with reading(path) as view:  # while the writer is still open: its -wal holds the table
+        ...     view.execute("SELECT name FROM sqlite_master").fetchall()
+        [('t',)]
+        >>> db.close()
+    """
+    path = Path(path)
+    pending = _pending(path)
+    if not pending:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+        try:
+            yield db
+        finally:
+            db.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="envrigger-sqlite-") as private:
+        copy = Path(private) / "copy.db"
+        shutil.copyfile(path, copy)
+        for suffix in pending:
+            shutil.copyfile(f"{path}{suffix}", f"{copy}{suffix}")
+        db = sqlite3.connect(copy)
+        try:
+            yield db
+        finally:
+            db.close()
+
+
+def snapshot(path: str | Path) -> sqlite3.Connection:
+    """An in-memory copy of the SQLite file at ``path`` as last committed (read by :func:`reading`): what it changes stays in memory."""
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    with reading(path) as db:
+        db.backup(memory)
+    return memory
 
 
 def schema_problem(path: str | Path, allowed: frozenset[SchemaObject], empty_ok: bool = False) -> str | None:
@@ -87,11 +165,8 @@ def schema_problem(path: str | Path, allowed: frozenset[SchemaObject], empty_ok:
     if header and (len(header) < 100 or not header.startswith(MAGIC)):
         return "not an SQLite database"
     try:
-        db = _read_only(path)
-        try:
+        with reading(path) as db:
             found = {(t, n, tb, _normal(sql)) for t, n, tb, sql in db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
-        finally:
-            db.close()
     except sqlite3.DatabaseError as error:
         return f"an unreadable SQLite database ({str(error).splitlines()[0][:80]})"
     if not found:
@@ -113,17 +188,23 @@ def open_ours(
     hint: str,
     empty_ok: bool = False,
     error: type[EnvriggerError] = TrajectoryError,
+    read_only: bool = False,
 ) -> sqlite3.Connection:
     """A connection to ``path`` once :func:`schema_problem` finds it ours; else a one-line ``error``, the file untouched.
 
     ``what`` names the kind (``ledger``), ``hint`` the fix (``point at a ledger made by ...``), ``error`` the exception
-    named for it (:class:`~envrigger.errors.LedgerError`).
+    named for it (:class:`~envrigger.errors.LedgerError`). ``read_only``: an in-memory :func:`snapshot`, the file never
+    written; else the file itself, once it and its side files are found to be no link or FIFO (:func:`check_planted`).
     """
     path = Path(path)
+    if not read_only:
+        check_planted(path)
     problem = schema_problem(path, allowed, empty_ok=empty_ok)
     if problem is not None:
         raise error(f"{path}: not a {what}: {problem}; {hint}")
+    if read_only:
+        return snapshot(path)
     return sqlite3.connect(path, timeout=30, isolation_level=None)
 
 
-__all__ = ["MAGIC", "open_ours", "schema_objects", "schema_problem", "statements"]
+__all__ = ["MAGIC", "SIDE_FILES", "check_planted", "open_ours", "reading", "schema_objects", "schema_problem", "snapshot", "statements"]

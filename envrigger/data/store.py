@@ -8,7 +8,9 @@ and ``episodes/part-N.parquet``) and ``manifest.json``, which lists every commit
 with its row counts, sizes and SHA-256 checksums. A part is written to temporary files,
 synced and renamed into place, then the manifest is replaced atomically: a part counts
 only once the manifest names it, so a writer killed at any point leaves the run readable
-with every committed episode whole, and readers never see half an episode. Opening a run
+with every committed episode whole, and readers never see half an episode. A writer never
+writes through a symbolic link or into a FIFO planted in the run (its lock, manifest, part
+folders: :mod:`envharness.files`), refused in one line naming it. Opening a run
 checks that every listed part is there with its size; reading a part checks its checksum;
 a missing, truncated or altered part is an error naming the file (``envrigger verify``
 checks them all, and any hash-chained log the run holds, ``calls.jsonl``). A manifest entry
@@ -37,7 +39,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from envharness.files import write_file_atomically, write_text_atomically
+from envharness.files import check_inside, open_inside, write_file_atomically, write_text_atomically
+from envharness.reading import json_kind, read_json
 from envrigger.data.records import EPISODE_SCHEMA, STEP_SCHEMA, EpisodeRecord, StepRecord, episodes_table, steps_table
 from envrigger.errors import TrajectoryError as TrajectoryError  # its home is envrigger.errors; documented here since issue 26
 
@@ -72,7 +75,7 @@ class DirectoryLock:
         self.fd: int | None = None
 
     def acquire(self) -> DirectoryLock:
-        fd = os.open(self.directory / self.NAME, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_inside(self.directory / self.NAME, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -188,16 +191,9 @@ class TrajectoryStore:
         meta_path = self.path / "run.json"
         if not self.path.is_dir():
             raise TrajectoryError(f"run directory {self.path} does not exist; collect one with `envrigger collect`")
-        if not meta_path.is_file():
+        if not meta_path.exists():
             raise TrajectoryError(f"{self.path} is not a run directory (no run.json); point at a directory `envrigger collect` wrote")
-        try:
-            self.meta = json.loads(meta_path.read_text())
-        except json.JSONDecodeError as error:
-            raise TrajectoryError(f"{meta_path}: not valid JSON ({error.msg}); restore it or collect the run again") from None
-        if not isinstance(self.meta, dict):
-            raise TrajectoryError(
-                f"{meta_path}: holds a JSON {type(self.meta).__name__}, not an object; restore it or collect the run again"
-            )
+        self.meta = read_json(meta_path, dict, fix="restore it or collect the run again", error=TrajectoryError)
         self._writer: DirectoryLock | None = None
         self._part_ids: dict[tuple[str, str], frozenset[int]] = {}
         self.manifest = self._load_manifest()
@@ -213,7 +209,7 @@ class TrajectoryStore:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise TrajectoryError(f"{path} is a file, not a run directory; choose a directory path")
-        if (path / "run.json").is_file():
+        if (path / "run.json").exists():
             if not exist_ok:
                 raise TrajectoryError(f"{path} already holds a run; choose a new directory or append to it")
             return cls(path)
@@ -230,14 +226,14 @@ class TrajectoryStore:
     def _load_manifest(self) -> dict[str, Any] | None:
         """The committed parts, checked against the files (sizes); None for a run written before manifests."""
         path = self.path / MANIFEST
-        if not path.is_file():
+        if not path.exists():
             return None
-        try:
-            manifest: dict[str, Any] = json.loads(path.read_text())
-            parts = manifest["parts"]
-            assert isinstance(parts, list)
-        except (ValueError, KeyError, TypeError, AssertionError, RecursionError):
-            raise TrajectoryError(f"{path}: damaged; restore it from a copy, or collect the run again") from None
+        manifest: dict[str, Any] = read_json(path, dict, fix="restore it from a copy, or collect the run again", error=TrajectoryError)
+        parts = manifest.get("parts")
+        if not isinstance(parts, list):
+            raise TrajectoryError(
+                f"{path}: damaged (its parts are {json_kind(parts)}, not a list); restore it from a copy, or collect the run again"
+            )
         for number, part in enumerate(parts):
             problem = _part_problem(part)
             if problem is None and any(p.get("name") == part["name"] for p in parts[:number]):
@@ -300,6 +296,10 @@ class TrajectoryStore:
             yield self
             return
         with DirectoryLock(self.path) as lock:
+            # A run from someone else: its part folders and manifest are written below, never through a planted link.
+            for sub in ("episodes", "steps"):
+                check_inside(self.path / sub, self.path, folder=True)
+            check_inside(self.path / MANIFEST, self.path)
             self._writer = lock
             try:
                 yield self
@@ -336,8 +336,11 @@ class TrajectoryStore:
             names = self._part_names()
             number = int(names[-1][5:11]) + 1 if names else 0
             name = f"part-{number:06d}.parquet"
-            write_file_atomically(self.path / "steps" / name, lambda tmp: pq.write_table(steps, tmp, compression="zstd"), mode=0o644)
-            write_file_atomically(self.path / "episodes" / name, lambda tmp: pq.write_table(episodes, tmp, compression="zstd"), mode=0o644)
+            steps_part, episodes_part = self.path / "steps" / name, self.path / "episodes" / name
+            write_file_atomically(steps_part, lambda tmp: pq.write_table(steps, tmp, compression="zstd"), mode=0o644, within=self.path)
+            write_file_atomically(
+                episodes_part, lambda tmp: pq.write_table(episodes, tmp, compression="zstd"), mode=0o644, within=self.path
+            )
             if self.manifest is not None:
                 part = {"name": name, "episodes": episodes.num_rows, "steps": steps.num_rows}
                 # The part's id range, kept in the manifest: ids are never handed out twice even once the part is damaged.

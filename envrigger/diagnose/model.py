@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from envharness.validated import ValidatedModel
 from envrigger.data.versioned import Versioned
 from envrigger.stats import wilson as wilson  # its home is envrigger.stats; kept importable from here for older code
 
@@ -25,7 +26,7 @@ class Evidence(BaseModel):
     excerpt: list[dict[str, Any]] = Field(default_factory=list, description="a few steps around the range")
 
 
-class Finding(BaseModel):
+class Finding(ValidatedModel):
     """One recurring weakness, with how often it happens and how much failure it explains.
 
     Example:

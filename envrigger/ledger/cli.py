@@ -12,6 +12,7 @@ from rich.table import Table
 
 from envharness.command_line import print_table, spec_argument, write_atomically
 from envharness.errors import UserError
+from envharness.values import MOST_SEED, MOST_WORKERS
 
 ledger_app = typer.Typer(
     help="Ledgers: every release (model, harness, environment) measured on one fixed held-out task set, and each change attributed.",
@@ -71,9 +72,9 @@ def _factors(ledger: Any, base_url: str | None, model: str | None, policy: str |
     from envrigger.agents import AgentHarness, Endpoint, check_endpoint, default_harness
 
     if harness_path is not None:
-        if not harness_path.is_file():
+        if not harness_path.exists():
             raise UserError(f"--harness: {harness_path} does not exist; write one with `envrigger agent init --env {spec.env_id} > FILE`")
-        harness = AgentHarness.from_json(harness_path.read_text(), source=str(harness_path))
+        harness = AgentHarness.from_file(harness_path)
     else:
         harness = default_harness(spec.env_id)
     factor = ModelFactor(kind="endpoint", base_url=base_url.rstrip("/"), model=model, api_key_env=api_key_env)  # type: ignore[union-attr]
@@ -93,13 +94,15 @@ def eval_command(
     policy: str = typer.Option(None, "--policy", help="Instead of an endpoint: random, reference, or a saved learner file."),
     harness_path: Path = typer.Option(None, "--harness", metavar="FILE", help="The agent harness JSON (default: the env's default)."),
     env: str = typer.Option(None, "--env", metavar="SPEC.json|ENV_ID", help="The env it faces (default: the ledger's original env)."),
-    library_version: int = typer.Option(None, "--library-version", help="The library version the env came from, for the record."),
+    library_version: int = typer.Option(
+        None, "--library-version", min=0, max=2**63 - 1, help="The library version the env came from, for the record."
+    ),
     trained_in: list[Path] = typer.Option(
         None, "--trained-in", metavar="RUN", help="A loop run the release was trained in: refused if it played a held-out task."
     ),
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", metavar="NAME", help="The variable holding the API key."),
-    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1, help="Seconds a model call may take."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Tasks in flight at once (for an endpoint)."),
+    request_timeout: float = typer.Option(60.0, "--request-timeout", min=0.1, max=3600, help="Seconds a model call may take."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, max=MOST_WORKERS, help="Tasks in flight at once (for an endpoint)."),
     prices: Path = typer.Option(None, "--prices", metavar="FILE", help='JSON {"MODEL": [USD per 1M input, per 1M output tokens]}.'),
 ) -> None:
     """Evaluate a release on every held-out task and record it in the three ledgers.
@@ -161,7 +164,7 @@ def list_command(path: Path = LEDGER_ARG) -> None:
     """List the releases with their three ledgers and accepted-task rate."""
     from envrigger.ledger import Ledger, summarize
 
-    ledger = Ledger(path)
+    ledger = Ledger(path, read_only=True)
     table = Table(title=f"{path}: {ledger.env.env_id}, {len(ledger.tasks())} held-out tasks")
     for column in ("#", "release", "model", "harness", "environment", "accepted (95% CI)", "recorded"):
         table.add_column(column)
@@ -179,7 +182,7 @@ def show(path: Path = LEDGER_ARG, release: str = typer.Argument(..., metavar="RE
     """Show one release: its model, harness and environment, and every metric on the held-out tasks."""
     from envrigger.ledger import Ledger
 
-    _show(Ledger(path), release, release)
+    _show(Ledger(path, read_only=True), release, release)
 
 
 @ledger_app.command("compare")
@@ -190,8 +193,10 @@ def compare_command(
     output_format: str = typer.Option("table", "--format", help="table or json."),
     no_eval: bool = typer.Option(False, "--no-eval", help="Use only cells already evaluated; refuse if one is missing."),
     resamples: int = typer.Option(2000, "--resamples", min=100, max=100_000, help="Bootstrap resamples over tasks."),
-    seed: int = typer.Option(0, "--seed", min=0, help="The bootstrap's seed."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Tasks in flight at once while playing a missing cell."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MOST_SEED, help="The bootstrap's seed."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", min=1, max=MOST_WORKERS, help="Tasks in flight at once while playing a missing cell."
+    ),
 ) -> None:
     """Name which ledgers changed from A to B and attribute the change in every metric to each (Shapley, with intervals).
 
@@ -239,5 +244,5 @@ def report_command(path: Path = LEDGER_ARG, output: Path = typer.Option(..., "-o
     """
     from envrigger.ledger import Ledger, render_report
 
-    write_atomically(output, render_report(Ledger(path)))
+    write_atomically(output, render_report(Ledger(path, read_only=True)))
     print(f"wrote {output}")

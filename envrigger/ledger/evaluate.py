@@ -4,9 +4,10 @@ Contains :func:`draw_tasks` (N distinct levels of the original env from seeds no
 ours uses, skipping every level a given loop run played), :func:`loop_levels` (the levels a
 loop run trained, collected, validated or selected on), :func:`check_env` (the env a cell
 faces plays the ledger's tasks at their seeds), :func:`evaluate_cell` (one episode per
-task, stored as a run beside the ledger; one :class:`~envrigger.ledger.store.TaskResult` per
-task), :func:`diversity` (behaviour diversity of any run, for the loop's rounds) and
-:func:`definitions` (what each recorded metric means).
+task, stored as a run beside the ledger, which an evaluation stopped or cut short goes
+on with; one :class:`~envrigger.ledger.store.TaskResult` per task), :func:`diversity`
+(behaviour diversity of any run, for the loop's rounds) and :func:`definitions` (what
+each recorded metric means).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from envharness.adapters.base import is_reserved, level_group
 from envharness.errors import TransformError
+from envharness.reading import json_kind, read_json
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError, TrajectoryStore
 from envrigger.errors import LedgerError
@@ -78,16 +80,20 @@ def draw_tasks(spec: HarnessSpec, count: int, seed: int, avoid: set[str] | None 
 
 def loop_levels(run: Path) -> set[str]:
     """Every level a loop run in ``run`` trained, collected, validated or selected rounds on."""
+    from envrigger.loop.levels import FIX_SAVED, read_used_levels
+
     run = Path(run)
     split = run / "levels.json"
-    if not split.is_file():
+    if not split.exists():
         raise TrajectoryError(f"{run} holds no loop run (no levels.json); give the directory of an `envrigger run`")
-    saved = json.loads(split.read_text())
-    levels = set(saved.get("validation_levels", []))
+    validation = read_json(split, dict, fix=FIX_SAVED, error=TrajectoryError).get("validation_levels", [])
+    if not isinstance(validation, list) or not all(isinstance(level, str) for level in validation):
+        raise TrajectoryError(f"{split}: validation_levels: holds {json_kind(validation)}, not a list of level ids; {FIX_SAVED}")
+    levels = set(validation)
     for path in run.glob("levels-round-*.json"):
-        for use, used in json.loads(path.read_text()).items():
+        for use, used in read_used_levels(path).items():
             if not use.startswith("heldout"):
-                levels |= set(used)
+                levels |= used
     return levels
 
 
@@ -141,14 +147,31 @@ def evaluate_cell(
             raise LedgerError(problem)
     agent = _agent(cell, concurrency, prices or {}, timeout)
     run = ledger.path.with_name(ledger.path.name + ".runs") / cell.key()
-    shutil.rmtree(run, ignore_errors=True)  # an evaluation a crash cut short starts over
     seeds = [seed for seed, _ in ledger.tasks()]
+    played = _played(run, seeds)  # an evaluation a stop or a crash cut short goes on: its stored tasks are not played again
+    missing = [seed for seed in seeds if seed not in played]
     backend = "serial" if concurrency > 1 or cell.model.kind == "endpoint" else "process"
-    store = rollout(spec, agent, seeds=seeds, out=run, backend=backend, concurrency=concurrency, progress=progress, workers=2)
+    if missing:
+        store = rollout(spec, agent, seeds=missing, out=run, backend=backend, concurrency=concurrency, progress=progress, workers=2)
+    else:
+        store = TrajectoryStore(run)
     changed = cell.model.changed()
     if changed is not None:  # it changed while it played: what was played is not what the identity names
         raise LedgerError(changed)
     return results_of(store, seeds), str(run.relative_to(ledger.path.parent))
+
+
+def _played(run: Path, seeds: list[int]) -> set[int]:
+    """The task seeds whose episode ``run`` holds (all of this cell: the directory is the cell's key); a damaged run starts over."""
+    if not (run / "run.json").is_file():
+        shutil.rmtree(run, ignore_errors=True)  # not a run (made and left before its first write): start it afresh
+        return set()
+    try:
+        stored = {int(seed) for seed in TrajectoryStore(run).episodes_table(["seed"]).column("seed").to_pylist() if seed is not None}
+    except TrajectoryError:
+        shutil.rmtree(run, ignore_errors=True)
+        return set()
+    return stored & set(seeds)
 
 
 def results_of(store: TrajectoryStore, seeds: list[int]) -> list[TaskResult]:

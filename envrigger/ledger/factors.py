@@ -22,9 +22,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from envharness.spec import HarnessSpec
+from envharness.validated import ValidatedModel
 
 FACTORS = ("model", "harness", "environment")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -35,7 +36,7 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-class ModelFactor(BaseModel):
+class ModelFactor(ValidatedModel):
     """The model: an endpoint serving a named model, or a Python policy.
 
     Example:
@@ -48,13 +49,13 @@ class ModelFactor(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["endpoint", "policy"]
-    base_url: str | None = None
-    model: str | None = None
-    api_key_env: str = Field("OPENAI_API_KEY", description="the variable holding the key (never the key)")
-    policy: str | None = Field(None, description="random, reference, or a saved learner's path")
-    sha256: str | None = Field(None, description="a saved learner's or a policy class's source file hash: its identity")
+    base_url: str | None = Field(None, max_length=2048)
+    model: str | None = Field(None, max_length=256)
+    api_key_env: str = Field("OPENAI_API_KEY", max_length=128, description="the variable holding the key (never the key)")
+    policy: str | None = Field(None, max_length=4096, description="random, reference, or a saved learner's path")
+    sha256: str | None = Field(None, max_length=64, description="a saved learner's or a policy class's source file hash: its identity")
     entry: str | None = Field(
-        None, description="the class in a policy file or module, or a saved learner's algorithm: part of its identity"
+        None, max_length=256, description="the class in a policy file or module, or a saved learner's algorithm: part of its identity"
     )
 
     @classmethod
@@ -158,13 +159,13 @@ def _module_source(module: str) -> Path | None:
     return Path(origin)
 
 
-class HarnessFactor(BaseModel):
+class HarnessFactor(ValidatedModel):
     """The harness: an agent harness (by its hash), or ``direct`` for a policy that acts itself."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["agent", "direct"]
-    harness: dict[str, Any] | None = Field(None, description="the AgentHarness as JSON data")
+    harness: dict[str, Any] | None = Field(None, max_length=64, description="the AgentHarness as JSON data")
 
     def agent_harness(self) -> Any:
         from envrigger.agents import AgentHarness
@@ -178,14 +179,14 @@ class HarnessFactor(BaseModel):
         return f"harness {self.key()}" if self.kind == "agent" else "direct (the policy acts itself)"
 
 
-class EnvFactor(BaseModel):
+class EnvFactor(ValidatedModel):
     """The environment the agent faces: a spec (the original env, or a reshaped one) and the library version it came from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    spec: dict[str, Any]
-    library_version: int | None = None
-    source: str = Field("", description="where it came from: the env id, a spec file, an exported env")
+    spec: dict[str, Any] = Field(max_length=16)
+    library_version: int | None = Field(None, ge=0, le=2**63 - 1)
+    source: str = Field("", max_length=4096, description="where it came from: the env id, a spec file, an exported env")
 
     def harness_spec(self) -> HarnessSpec:
         return HarnessSpec.model_validate(self.spec)
@@ -201,7 +202,7 @@ class EnvFactor(BaseModel):
         return f"{shown} (spec {self.key()}{version})"
 
 
-class Cell(BaseModel):
+class Cell(ValidatedModel):
     """One model, one harness, one environment: what one evaluation on the held-out tasks runs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -12,6 +12,9 @@ beside the file (``LEDGER.db.commit.json``), so a database that comes back behin
 damaged or lost ``-wal`` file) is refused. An SQLite file that is not a ledger (any schema
 object, a trigger, view or index included, that a ledger does not have) is refused before
 anything is written to it, and left byte-identical (:func:`envrigger.data.sqlite.open_ours`).
+Opened ``read_only`` (list, show, report), a ledger is read into memory and no file is made
+or changed, whatever lies beside it; opened to write, the file, its side files and its
+commit record must not be links or FIFOs.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from envharness.files import check_inside
+from envharness.reading import read_json
 from envrigger.data import write_json_atomically
 from envrigger.data.sqlite import open_ours, schema_objects, statements
 from envrigger.errors import LedgerError
@@ -85,12 +90,17 @@ class Ledger:
         ('FrozenLake-v1', ['a', 'b'], [])
     """
 
-    def __init__(self, path: str | Path, check: bool = False, _create: bool = False) -> None:
-        self.path = Path(path)
-        if not _create and not self.path.is_file():
+    def __init__(self, path: str | Path, check: bool = False, _create: bool = False, read_only: bool = False) -> None:
+        """``read_only``: work on an in-memory copy of the file as committed; nothing is written (list, show, report)."""
+        self.path, self.read_only = Path(path), read_only and not _create
+        if not _create and not self.path.exists():
             raise LedgerError(f"ledger {self.path} does not exist; make one with `envrigger ledger init {self.path} --env ENV_ID`")
+        if self.path.is_dir():
+            raise LedgerError(f"{self.path}: a directory, not a ledger file; {HINT}")
+        if not self.read_only:
+            check_inside(self._commits)  # its commit record too: never written through a link or into a FIFO beside it
         # Nothing is written (not even the journal mode) before the file is known to be a ledger: one refused is left as it was.
-        self.db = open_ours(self.path, ALLOWED, "ledger", HINT, empty_ok=_create, error=LedgerError)
+        self.db = open_ours(self.path, ALLOWED, "ledger", HINT, empty_ok=_create, error=LedgerError, read_only=self.read_only)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
@@ -162,6 +172,8 @@ class Ledger:
         return {table: int(self.db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]) for table in COUNTED}
 
     def _record_commit(self) -> None:
+        if self.read_only:
+            raise LedgerError(f"{self.path}: opened read-only, so the change was not stored; open it with read_only=False to change it")
         # Into the main file, so that a copy of LEDGER.db alone (an artifact kept by CI) holds every release.
         self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         write_json_atomically(self._counts(), self._commits)
@@ -170,10 +182,11 @@ class Ledger:
         meta = {key: self._meta_value(key) for key in ("kind", "env", "seed", "created")}
         if self._meta_value("checksum") != _sum(sorted(meta.items())):
             raise LedgerError(f"{self.path}: its metadata was altered (checksum differs); restore the ledger from a copy")
-        if not self._commits.is_file():
+        if not self._commits.exists():
             raise LedgerError(f"{self._commits} is missing; restore it beside the ledger (it records what was committed)")
+        saved = read_json(self._commits, dict, fix="restore it from a copy of the ledger", error=LedgerError)
         try:
-            committed = {table: int(json.loads(self._commits.read_text())[table]) for table in COUNTED}
+            committed = {table: int(saved[table]) for table in COUNTED}
         except (ValueError, KeyError, TypeError):
             raise LedgerError(f"{self._commits}: damaged; restore it from a copy of the ledger") from None
         now = self._counts()
@@ -183,7 +196,7 @@ class Ledger:
                 f"{self.path}: holds fewer {behind[0]} ({now[behind[0]]}) than were committed ({committed[behind[0]]}); its -wal file "
                 "was damaged or lost? restore the ledger and its -wal file from a copy"
             )
-        if now != committed:  # a commit whose record a kill cut short: the database is ahead, and right
+        if now != committed and not self.read_only:  # a commit whose record a kill cut short: the database is ahead, and right
             self._record_commit()
 
     def _checked(self, table: str, row: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -38,6 +38,7 @@ import itertools
 import json
 import threading
 import time
+import weakref
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -158,6 +159,8 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     log = CallLog(run)
+    live: weakref.WeakSet[Deadline] = weakref.WeakSet()  # the upstream calls in flight, to cut when the proxy stops
+    stopping = threading.Event()
     app = FastAPI(title="envrigger proxy", description=f"records every model call to {upstream.url}", openapi_url=None, docs_url=None,
                   redoc_url=None)  # fmt: skip
     own = Redactor([token])
@@ -190,6 +193,24 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
     async def crashed(request: Request, exc: Exception) -> JSONResponse:
         return refuse(500, f"the proxy failed: {type(exc).__name__}", kind="server_error")
 
+    def deadline_of_call() -> Deadline:
+        made = Deadline(upstream.timeout)
+        live.add(made)
+        return made
+
+    def cut_in_flight() -> None:
+        """The proxy is stopping and its grace is nearly over: cut every upstream call still open (each is answered and recorded)."""
+        stopping.set()
+        for pending in list(live):
+            pending.expire()
+
+    app.state.cut_in_flight = cut_in_flight  # called by run_until_stopped (envharness.serve) on a stop
+
+    def failed(error: BaseException, deadline: Deadline) -> UpstreamError:
+        if stopping.is_set() and deadline.expired:
+            return UpstreamError(503, "the proxy was stopped before the upstream answered; send the call again to a running proxy")
+        return upstream.failure(error, deadline)
+
     def headers_of(request: Request) -> dict[str, str]:
         return {k: v for k, v in request.headers.items() if k.lower() in FORWARDED}
 
@@ -202,7 +223,7 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
 
     def models(request: Request) -> Any:
         scrub = redactor(request)
-        deadline = Deadline(upstream.timeout)
+        deadline = Deadline(upstream.timeout)  # not a call to record: nothing to cut on a stop
         try:
             response = upstream.open("GET", "/v1/models", None, headers_of(request), deadline)
             payload = read_answer(response)
@@ -278,7 +299,7 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
 
     def forward(call: Call, path: str, data: bytes, headers: dict[str, str], scrub: Redactor) -> Any:
         """The upstream's answer, checked and recorded (one thread hop for the whole call); for a stream, its first event read."""
-        deadline = Deadline(upstream.timeout)
+        deadline = deadline_of_call()
         response = None
         streaming = False
         try:
@@ -297,9 +318,10 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
             payload = read_answer(response)
             return answered(call, response.status, payload, response.getheader("content-type") or "application/json", scrub)
         except Exception as error:  # noqa: BLE001 - whatever failed, the call is recorded once and answered in one line
-            failure = upstream.failure(error, deadline)
+            failure = failed(error, deadline)
             call.finish(failure.status, error=failure.message)
-            return refuse(failure.status, failure.message, scrub, "upstream_error" if failure.status == 502 else "timeout")
+            kind = {502: "upstream_error", 503: "server_error"}.get(failure.status, "timeout")
+            return refuse(failure.status, failure.message, scrub, kind)
         finally:
             if not streaming:
                 deadline.disarm()
@@ -346,7 +368,7 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
             call.finish(status, stream.reply(), "the caller closed the connection before the stream ended")
             raise
         except Exception as error:  # noqa: BLE001 - a broken stream ends with an error event, recorded once
-            failure = upstream.failure(error, deadline)
+            failure = failed(error, deadline)
             message = scrub.text(own.text(failure.message))
             call.finish(failure.status, stream.reply(), message)
             yield error_event(failure.status, message)
@@ -385,8 +407,12 @@ def create_proxy_app(upstream: Upstream, run: str | Path, token_ids: bool = Fals
 
 def run_proxy(upstream: str, run: str | Path, host: str = "127.0.0.1", port: int = 8100, token_ids: bool = False, token: str | None = None,
               timeout: float = 600.0, max_body: int = MAX_BODY, body_timeout: float = 60.0) -> None:  # fmt: skip
-    """Serve :func:`create_proxy_app` with uvicorn; ``timeout``: seconds a whole upstream call may take (504 past it)."""
-    import uvicorn
+    """Serve :func:`create_proxy_app` with uvicorn until stopped; ``timeout``: seconds a whole upstream call may take (504 past it).
+
+    On Ctrl-C, SIGTERM or SIGHUP the calls in flight get a few seconds to be answered and
+    recorded (:func:`~envharness.serve.run_until_stopped`), then the stop goes on to the caller.
+    """
+    from envharness.serve import run_until_stopped
 
     app = create_proxy_app(Upstream(upstream, timeout), run, token_ids, token=token, max_body=max_body, body_timeout=body_timeout)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    run_until_stopped(app, host, port)

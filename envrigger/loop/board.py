@@ -7,7 +7,8 @@ installed (``pip install "envharness[tensorboard]"``), ``envrigger run`` writes
 ``RUN/tensorboard/loop/`` (per round: each arm's validation success and interaction, the
 library's size, candidates, admissions and the gate that refused each of the others).
 Open it with ``tensorboard --logdir RUN/tensorboard``. Logging reads what training does and
-changes none of it: a run with and without it trains the same bits.
+changes none of it: a run with and without it trains the same bits. A folder of these that is
+a symbolic link (a run from someone else) is refused, never written through.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 from typing import Any
+
+from envharness.files import check_inside, make_directories_inside
 
 
 def available() -> bool:
@@ -36,11 +39,13 @@ class LoopBoard:
     def __init__(self, out: Path) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.directory = Path(out) / "tensorboard"
-        self._writer = SummaryWriter(str(self.directory / "loop"))
+        self.out = Path(out)
+        self.directory = self.out / "tensorboard"
+        self._writer = SummaryWriter(str(make_directories_inside(self.directory / "loop", self.out)))
 
     def arm_directory(self, arm: str) -> Path:
-        """Where ``arm``'s learner logs its training."""
+        """Where ``arm``'s learner logs its training (checked: not a link planted in the run)."""
+        check_inside(self.directory / arm, self.out, folder=True)
         return self.directory / arm
 
     def round(self, summary: dict[str, Any]) -> None:

@@ -9,14 +9,16 @@ held-out evaluation never share a seed: held-out ``1_000_000 + i``, selection
 
 from __future__ import annotations
 
-import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
+from envharness.reading import json_kind, parse_json
 from envharness.spec import HarnessSpec
+from envharness.validated import ValidatedModel
 from envrigger.loop.arms import check_arms, registered
 from envrigger.loop.learners import LEARNERS
+from envrigger.loop.learners.protocol import check_params
 from envrigger.structured import AnswerFormat
 
 EVAL_SEED, SELECT_SEED, COLLECT_SEED, VALIDATE_SEED, TRAIN_SEED = 1_000_000, 1_500_000, 2_000_000, 3_000_000, 4_000_000
@@ -42,6 +44,8 @@ LEARNER_SAVED_BEFORE: dict[str, dict[str, Any]] = {"skills": {"induce_format": "
 
 
 # Settings both the validator and the loop take: each written once, here, with its bounds, default and help.
+MOST_STEPS = 10**12  # env steps of any budget: far above any run, and every count has an upper bound
+Share = Annotated[float, Field(ge=0.0, le=1.0)]
 BAND = Field((0.2, 0.8), description="the learnability band: a candidate's success interval must lie inside it")
 CONFIDENCE = Field(0.9, gt=0.5, lt=1.0, description="confidence of the learnability gate's Wilson interval")
 MIN_ROLLOUTS = Field(10, ge=5, le=9_999, description="first learnability batch; grown by half while the interval is undecided")
@@ -49,6 +53,7 @@ MAX_ROLLOUTS = Field(80, ge=5, le=9_999, description="learnability rollouts at m
 MAX_STEPS = Field(
     10_000_000,
     ge=1,
+    le=MOST_STEPS,
     description="env steps one candidate's validation may take (rollouts, reference play, replays, the gates' searches) "
     "before it is refused; a budget in steps, so what is admitted does not depend on the machine's load (null in loop.json, "
     "None in Python: no limit)",
@@ -56,6 +61,7 @@ MAX_STEPS = Field(
 TIMEOUT_S = Field(
     None,
     gt=0,
+    le=30 * 86_400,
     description="seconds one candidate's validation may take before it is refused; off by default (None), because a "
     "wall-clock limit makes what is admitted depend on the machine's load: the env-step budget bounds validation",
 )
@@ -67,8 +73,8 @@ SOLVABLE_FRACTION = Field(
 REGION_MIN_SHARE = Field(0.25, ge=0.0, le=1.0, description="share of a feature-region candidate's levels inside the region")
 NOVELTY_SUCCESS_TOL = Field(0.05, ge=0.0, le=1.0, description="success-rate gap within which two envs behave alike (novelty)")
 NOVELTY_LENGTH_TOL = Field(0.05, ge=0.0, le=1.0, description="relative mean-length gap within which two envs behave alike (novelty)")
-BACKEND = Field("process", description="rollout backend: serial, process or ray")
-WORKERS = Field(None, ge=1, description="rollout worker processes (default: all cores)")
+BACKEND = Field("process", max_length=16, description="rollout backend: serial, process or ray")
+WORKERS = Field(None, ge=1, le=1024, description="rollout worker processes (default: all cores)")
 ROLLOUT_BATCH = Field(
     32,
     ge=1,
@@ -79,6 +85,8 @@ ROLLOUT_BATCH = Field(
 )
 BACKENDS = ("serial", "process", "ray")
 
+
+FIX_SAVED = "correct it there, or start a new run"  # how a saved config's problem is fixed: the end of every message about one
 
 RENAMED = {"max_steps": "candidate_max_steps", "timeout_s": "candidate_timeout_s", "batch": "rollout_batch"}
 """ValidationConfig's settings named otherwise before they took LoopConfig's names (2026-12-07)."""
@@ -97,10 +105,10 @@ def _known_backend(value: str) -> str:
     return value
 
 
-class ValidationSettings(BaseModel):
+class ValidationSettings(ValidatedModel):
     """Every gate threshold and validation budget, each written once: the fields :class:`ValidationConfig` and :class:`LoopConfig` share."""
 
-    band: tuple[float, float] = BAND
+    band: tuple[Share, Share] = BAND
     confidence: float = CONFIDENCE
     min_rollouts: int = MIN_ROLLOUTS
     max_rollouts: int = MAX_ROLLOUTS
@@ -172,14 +180,16 @@ class LoopConfig(ValidationSettings):
     )
     learner: str = Field(
         "ppo",
+        max_length=64,
         description="the learner every arm trains: ppo (Stable-Baselines3, any Box/Discrete/Dict observation), qlearning "
         "(tabular), textq (text games with command slots, e.g. envharness/TextWorld-v0), none (with --agent chat: an LLM "
         "agent the loop plays, reshapes for and evaluates, but does not train), or skills (with --agent chat: an LLM agent "
         "that learns through a skill memory induced from its episodes)",
     )
-    learner_params: dict[str, Any] = Field(default_factory=dict)
-    arms: list[str] = Field(
+    learner_params: dict[str, Any] = Field(default_factory=dict, max_length=32)
+    arms: list[Annotated[str, Field(max_length=64)]] = Field(
         default_factory=lambda: ["original", "rigger"],
+        max_length=32,
         description="arms trained side by side at equal training steps, each a registered unit (envrigger.loop.arms): "
         "original, original-select, dr, dr-any, plr, accel, plr-random, rigger-noreplay, rigger, and any arm a module registers",
     )
@@ -187,7 +197,10 @@ class LoopConfig(ValidationSettings):
         3, ge=1, le=1000, description="rounds of train -> diagnose -> propose -> validate -> admit -> score on validation levels"
     )
     budget_steps: int = Field(
-        50_000, ge=100, description="env steps per round for each arm: training steps, or every step with --budget-counts all"
+        50_000,
+        ge=100,
+        le=MOST_STEPS,
+        description="env steps per round for each arm: training steps, or every step with --budget-counts all",
     )
     budget_counts: Literal["train", "all"] = Field(
         "train",
@@ -245,6 +258,7 @@ class LoopConfig(ValidationSettings):
     transfer_steps: int = Field(
         0,
         ge=0,
+        le=MOST_STEPS,
         description="with N > 0, the transfer gate: a candidate that passed every other gate is admitted only if a copy of "
         "the learner fine-tuned N steps on the original env and the candidate (half each) then solves more fresh levels "
         "of the original env than a copy fine-tuned N steps on the original env alone; the copies are thrown away, and "
@@ -255,6 +269,12 @@ class LoopConfig(ValidationSettings):
         description="reverse curriculum: an admitted easing component (a start near the goal or along the walkthrough, "
         "removed walls) that the rigger arm solved on more than the band's top share of its training episodes this round "
         "gets its next rung proposed first (the same easing, less of it), validated like any candidate",
+    )
+    demo_start: bool = Field(
+        False,
+        description="reverse curriculum without a search: when the rigger arm won some of its training episodes on the "
+        "original env, its first candidate starts along them (DemoStart over up to 20 of its own successes, 0.5-0.9 of each "
+        "played as setup), on any env that resets deterministically by seed; validated like any candidate",
     )
     step_in: bool = Field(
         True,
@@ -311,9 +331,11 @@ class LoopConfig(ValidationSettings):
     proposer: Literal["catalog", "llm", "both"] = Field(
         "catalog", description="who proposes reshapings: the catalog's rules, a model on an OpenAI-compatible endpoint, or both"
     )
-    proposer_base_url: str | None = Field(None, description="with --proposer llm|both: the endpoint")
-    proposer_model: str | None = Field(None, description="with --proposer llm|both: the model")
-    proposer_api_key_env: str = Field("OPENAI_API_KEY", description="the variable holding the proposer's API key (never stored)")
+    proposer_base_url: str | None = Field(None, max_length=2048, description="with --proposer llm|both: the endpoint")
+    proposer_model: str | None = Field(None, max_length=256, description="with --proposer llm|both: the model")
+    proposer_api_key_env: str = Field(
+        "OPENAI_API_KEY", max_length=128, description="the variable holding the proposer's API key (never stored)"
+    )
     proposer_max_tokens: int = Field(
         2000,
         ge=64,
@@ -357,6 +379,11 @@ class LoopConfig(ValidationSettings):
         return self
 
     @model_validator(mode="after")
+    def _learner_params_bounded(self) -> LoopConfig:
+        check_params(self.learner, self.learner_params)  # a learner's sizes and counts too, before anything runs
+        return self
+
+    @model_validator(mode="after")
     def _learner_settings_written(self) -> LoopConfig:
         written = LEARNER_WRITTEN.get(self.learner, {})
         if any(name not in self.learner_params for name in written):
@@ -381,7 +408,10 @@ class LoopConfig(ValidationSettings):
             >>> saved.credit_baseline, saved.step_in, LoopConfig(spec=saved.spec).credit_baseline
             ('fork', False, 'shadow')
         """
-        fields = json.loads(data) if isinstance(data, str) else dict(data)
+        fields = parse_json(data, where, dict, FIX_SAVED, ValueError) if isinstance(data, str) else data
+        if not isinstance(fields, dict):
+            raise ValueError(f"{where}: holds {json_kind(fields)}, not an object; {FIX_SAVED}")
+        fields = dict(fields)
         before = LEARNER_SAVED_BEFORE.get(str(fields.get("learner")), {})
         if before and isinstance(fields.get("learner_params", {}), dict):
             fields["learner_params"] = {**before, **fields.get("learner_params", {})}
@@ -391,7 +421,7 @@ class LoopConfig(ValidationSettings):
             first = error.errors()[0]
             field = ".".join(str(part) for part in first["loc"]) or "config"
             message = str(first["msg"]).removeprefix("Value error, ")
-            raise ValueError(f"{where}: {field}: {message}; correct it there, or start a new run") from None
+            raise ValueError(f"{where}: {field}: {message}; {FIX_SAVED}") from None
 
     @property
     def heldout_base(self) -> HarnessSpec:

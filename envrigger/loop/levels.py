@@ -3,20 +3,22 @@
 Contains :class:`Seeds` (fresh training seeds in order, skipping every seed whose *base*
 level, the original env's level for that seed before any state transform, is reserved;
 level ids are read once per process and kept),
-:func:`first_free` and :class:`LevelSplit` (the level ids training must
-never see). A level is reserved with its whole group (:func:`envharness.adapters.base.is_reserved`):
+:func:`first_free`, :class:`LevelSplit` (the level ids training must
+never see, a run's ``levels.json``) and :func:`read_used_levels` (a round's ``levels-round-N.json``). A level is reserved with its whole group (:func:`envharness.adapters.base.is_reserved`):
 on HumanEvalFix, holding out one bug of a problem holds out the problem.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from envharness.adapters.base import is_reserved, level_group
 from envharness.errors import TransformError
+from envharness.reading import json_kind, read_json, read_model
 from envharness.spec import HarnessSpec
 from envrigger.data import TrajectoryError
 from envrigger.loop.config import EVAL_SEED, SELECT_SEED, TRAIN_SEED, LoopConfig
@@ -26,6 +28,7 @@ REFUSED = "refused:"  # the level id Seeds gives a seed whose level the harness 
 # deterministic), and every arm draws the same fresh training seeds, so each is read once per process, not once per arm.
 _LEVELS: dict[tuple[str, int], str] = {}
 _LEVELS_KEPT = 1 << 18
+FIX_SAVED = "restore it from a copy, or start a new run"
 
 
 class Seeds:
@@ -95,6 +98,15 @@ class Seeds:
             self._probe = None
 
 
+def read_used_levels(path: Path) -> dict[str, set[str]]:
+    """A round's ``levels-round-N.json``: the level ids each use played; a file of another shape is a one-line TrajectoryError naming it."""
+    saved = read_json(path, dict, fix=FIX_SAVED, error=TrajectoryError)
+    for use, levels in saved.items():
+        if not isinstance(levels, list) or not all(isinstance(level, str) for level in levels):
+            raise TrajectoryError(f"{path}: {use}: holds {json_kind(levels)}, not a list of level ids; {FIX_SAVED}")
+    return {use: set(levels) for use, levels in saved.items()}
+
+
 def first_free(
     base: HarnessSpec,
     seeds: Iterable[int],
@@ -145,6 +157,11 @@ class LevelSplit(BaseModel):
     @property
     def reserved(self) -> set[str]:
         return set(self.heldout_levels) | set(self.validation_levels) if self.disjoint else set()
+
+    @classmethod
+    def read(cls, path: Path) -> LevelSplit:
+        """A run's ``levels.json``; one that is not one is a one-line TrajectoryError naming it and its first bad field."""
+        return read_model(cls, path, fix=FIX_SAVED, error=TrajectoryError)
 
     @classmethod
     def make(cls, base: HarnessSpec, config: LoopConfig, probe: int = 200, tick: Callable[[int], None] = lambda n: None) -> LevelSplit:

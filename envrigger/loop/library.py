@@ -11,7 +11,10 @@ that comes back behind it (a damaged or lost ``-wal`` file drops the newest tran
 silently) is refused; ``Library(path, check=True)`` (and ``envrigger verify``) also runs
 SQLite's ``integrity_check``. A file that is not a library (not SQLite, or any schema object,
 a trigger, view or index included, that a library does not have) is refused before anything
-is written to it, and left byte-identical (:func:`envrigger.data.sqlite.open_ours`).
+is written to it, and left byte-identical (:func:`envrigger.data.sqlite.open_ours`). Opened
+``read_only`` (listing, verifying, exporting), a library is read into memory and no file is
+made or changed, whatever lies beside it (:func:`envrigger.data.sqlite.reading`); opened to
+write, the file, its side files and its commit record must not be links or FIFOs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from envharness.files import check_inside
+from envharness.reading import read_json
 from envharness.spec import HarnessSpec
 from envrigger.data import write_json_atomically
 from envrigger.data.sqlite import open_ours, schema_objects, statements
@@ -102,14 +107,25 @@ class Library:
         (['timeout'], 1)
     """
 
-    def __init__(self, path: str | Path, create: bool = True, check: bool = False) -> None:
-        self.path = Path(path)
-        if not create and not self.path.is_file():
+    def __init__(self, path: str | Path, create: bool = True, check: bool = False, read_only: bool = False) -> None:
+        """``read_only``: work on an in-memory copy of the file as committed; nothing is written (listing, verifying, exporting)."""
+        self.path, self.read_only = Path(path), read_only
+        if (read_only or not create) and not self.path.exists():
             raise LibraryError(f"library {self.path} does not exist; run `envrigger run` to build one")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_dir():
+            raise LibraryError(f"{self.path}: a directory, not a library file; point at a library.db written by envrigger")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            check_inside(self._ledger)  # its commit record too: never written through a link planted beside it
         # Nothing is written (not even the journal mode) before the file is known to be a library: one refused is left as it was.
         self.db = open_ours(
-            self.path, ALLOWED, "library", "point at a library.db written by envrigger", empty_ok=create, error=LibraryError
+            self.path,
+            ALLOWED,
+            "library",
+            "point at a library.db written by envrigger",
+            empty_ok=create and not read_only,
+            error=LibraryError,
+            read_only=read_only,
         )
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
@@ -148,14 +164,16 @@ class Library:
 
     def _check_commits(self) -> None:
         """Refuse a database that lost transactions the ledger saw committed (a damaged or missing WAL)."""
-        if not self._ledger.is_file():
-            self._record_commit()
+        if not self._ledger.exists():
+            if not self.read_only:
+                self._record_commit()
             return
+        fix = "restore it (or delete it to trust library.db as it is)"
+        ledger = read_json(self._ledger, dict, fix=fix, error=LibraryError)
         try:
-            ledger = json.loads(self._ledger.read_text())
             committed = {key: int(ledger[key]) for key in ("version", "rounds")}
         except (ValueError, KeyError, TypeError):
-            raise LibraryError(f"{self._ledger}: damaged; restore it (or delete it to trust library.db as it is)") from None
+            raise LibraryError(f"{self._ledger}: damaged; {fix}") from None
         now = self._counts()
         if now["version"] < committed["version"] or now["rounds"] < committed["rounds"]:
             raise LibraryError(
@@ -163,10 +181,12 @@ class Library:
                 f"{committed['version']} and {committed['rounds']} rounds were committed (its -wal file was damaged or lost?); "
                 "restore library.db and library.db-wal from a copy"
             )
-        if now != ledger:
+        if now != ledger and not self.read_only:
             self._record_commit()
 
     def _record_commit(self) -> None:
+        if self.read_only:
+            raise LibraryError(f"{self.path}: opened read-only, so the change was not stored; open it with read_only=False to change it")
         write_json_atomically(self._counts(), self._ledger)
 
     def _transaction(self) -> Any:

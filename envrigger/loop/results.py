@@ -24,17 +24,18 @@ Example:
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
+from envharness.reading import read_model
 from envrigger.data.versioned import Readable, Versioned
 from envrigger.errors import TrajectoryError
 
 SCHEMA_VERSION = 1  # 1: schema_version recorded in final.json and every round summary
+FIX_SAVED = "restore it from a copy, or delete it and resume the run to write it again"
 
 
 STEP_KINDS = ("train", "collect", "validate", "transfer", "credit", "search", "setup")  # what an arm's env steps are spent on
@@ -212,8 +213,8 @@ class FinalResults(_Versioned):
 
     @classmethod
     def load(cls, path: Path) -> FinalResults:
-        """Read a ``final.json`` (any version this code knows)."""
-        return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        """Read a ``final.json`` (any version this code knows); one that is not one is a one-line TrajectoryError naming it."""
+        return read_model(cls, path, fix=FIX_SAVED, error=TrajectoryError)
 
 
 class Interval(Readable):
@@ -261,8 +262,8 @@ class AcrossSeeds(_Versioned):
 
     @classmethod
     def load(cls, path: Path) -> AcrossSeeds:
-        """Read a ``result.json`` (any version this code knows)."""
-        return cls.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        """Read a ``result.json`` (any version this code knows); one that is not one is a one-line TrajectoryError naming it."""
+        return read_model(cls, path, fix=FIX_SAVED, error=TrajectoryError)
 
 
 def read_rounds(records: list[Any], where: str) -> list[RoundSummary]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from envharness.adapters.base import digest
 from envharness.files import write_text_atomically
+from envharness.reading import read_text
 from envrigger.data import DirectoryLock, TrajectoryError
 from envrigger.loop.arms import registered
 from envrigger.loop.arms.base import RoundState, RunState, Stage
@@ -26,7 +27,7 @@ from envrigger.loop.board import LoopBoard, available
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner
-from envrigger.loop.levels import LevelSplit
+from envrigger.loop.levels import FIX_SAVED, LevelSplit, read_used_levels
 from envrigger.loop.library import Library
 from envrigger.loop.results import STEP_KINDS, ArmFinal, FinalResults, LevelCounts, LoopResult, RoundSummary, read_rounds
 from envrigger.loop.train import learner_path
@@ -45,8 +46,7 @@ def save_json(path: Path, data: Any) -> None:
 def _load_levels(out: Path) -> dict[str, set[str]]:
     """Every level id each use played in the rounds before (empty at the start)."""
     rounds = sorted(out.glob("levels-round-*.json"), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
-    saved = json.loads(rounds[-1].read_text()) if rounds else {}
-    return {use: set(levels) for use, levels in saved.items()}
+    return read_used_levels(rounds[-1]) if rounds else {}
 
 
 def run_loop(
@@ -93,12 +93,12 @@ def _resumed(out: Path, config: LoopConfig | None) -> tuple[LoopConfig, LoopResu
         if config_path.is_file():
             raise TrajectoryError(f"{out} already holds a loop run; resume it with `envrigger run --resume {out}` or pick a new directory")
         return config, None
-    if not config_path.is_file():
+    if not config_path.exists():
         raise TrajectoryError(f"--resume: {out} holds no loop run (no loop.json); start one with `envrigger run ENV -o {out}`")
-    config = LoopConfig.saved(config_path.read_text(), where=str(config_path))
-    if (out / "final.json").is_file() and (out / "library.db").is_file():
+    config = LoopConfig.saved(read_text(config_path, FIX_SAVED, TrajectoryError), where=str(config_path))
+    if (out / "final.json").exists() and (out / "library.db").is_file():
         # A finished run needs nothing else: its kept record (loop.json, library.db, final.json) resumes as itself.
-        finished = Library(out / "library.db", create=False)
+        finished = Library(out / "library.db", create=False, read_only=True)
         rounds = finished.rounds()
         finished.close()
         return config, LoopResult(rounds=read_rounds(rounds, str(out / "library.db")), final=FinalResults.load(out / "final.json"))
@@ -108,8 +108,8 @@ def _resumed(out: Path, config: LoopConfig | None) -> tuple[LoopConfig, LoopResu
 def _levels(out: Path, config: LoopConfig, log: Callable[[str], None], stage: Stage) -> LevelSplit:
     """The held-out and validation levels (drawn on a new run, read on a resumed one); writes ``loop.json`` and ``levels.json``."""
     split_path = out / "levels.json"
-    if split_path.is_file():
-        split = LevelSplit.model_validate_json(split_path.read_text())
+    if split_path.exists():
+        split = LevelSplit.read(split_path)
     else:
         log("drawing held-out and validation levels")
         with stage("drawing levels", LevelSplit.draws(config)) as tick:
@@ -167,7 +167,7 @@ def _run_loop(
     if board is not None:
         board.close()
     final_path = out / "final.json"
-    if not final_path.is_file():
+    if not final_path.exists():
         save_json(final_path, _final(out, config, split, run.done, log).dump())
     final = FinalResults.load(final_path)  # what a resumed run returns too: equal, at the schema version written
     return LoopResult(rounds=run.done, final=final)

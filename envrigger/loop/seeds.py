@@ -16,8 +16,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from envharness.reading import read_json
+from envharness.transforms.base import field_bounds
+from envharness.values import shown
 from envrigger.data import TrajectoryError
-from envrigger.loop.config import LoopConfig
+from envrigger.loop.config import FIX_SAVED, LoopConfig
 from envrigger.loop.levels import LevelSplit
 from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary
 from envrigger.loop.run import one_writer, run_loop, save_json
@@ -174,18 +177,35 @@ def _plan_seeds(out: Path, config: LoopConfig | None, seeds: int) -> tuple[LoopC
     """
     plan = out / "seeds.json"
     if config is None:
-        if not plan.is_file():
+        if not plan.exists():
             raise TrajectoryError(f"--resume: {out} holds no multi-seed run (no seeds.json)")
-        saved = json.loads(plan.read_text())
-        if seeds > int(saved["seeds"]):  # asked for more master seeds than the run has: add the next ones
+        saved = read_json(plan, dict, fix=FIX_SAVED, error=TrajectoryError)
+        count = saved.get("seeds")
+        if type(count) is not int or count < 1:
+            raise TrajectoryError(f"{plan}: seeds: got {shown(count)}; give the number of master seeds (1 or more); {FIX_SAVED}")
+        config = LoopConfig.saved(saved.get("config"), where=f"{plan}: config")
+        _check_seeds(config, max(seeds, count))
+        if seeds > count:  # asked for more master seeds than the run has: add the next ones
             save_json(plan, {**saved, "seeds": seeds})
-        return LoopConfig.saved(saved["config"], where=str(plan)), max(seeds, int(saved["seeds"]))
-    if plan.is_file():
+        return config, max(seeds, count)
+    if plan.exists():
         raise TrajectoryError(f"{out} already holds a multi-seed run; resume it with `envrigger run --resume {out}`")
+    _check_seeds(config, seeds)
     LevelSplit.make(config.spec, config)  # an env without enough levels is refused before anything is written
     out.mkdir(parents=True, exist_ok=True)
     save_json(plan, {"config": json.loads(config.model_dump_json()), "seeds": seeds})
     return config, seeds
+
+
+def _check_seeds(config: LoopConfig, seeds: int) -> None:
+    """Refuse master seeds past the largest a config may hold: each seed's config is a copy with its seed, and must read back."""
+    largest = int(field_bounds(LoopConfig.model_fields["seed"])[1])
+    last = config.seed + seeds - 1
+    if last > largest:
+        raise TrajectoryError(
+            f"--seeds: master seeds {config.seed}..{last} go past {largest}, the largest master seed; "
+            f"start from --seed {max(largest - seeds + 1, 0)} or lower, or ask for fewer seeds"
+        )
 
 
 def _seed_process(where: str, fresh: str | None, label: str, on_round: Callable[[RoundSummary], None] | None) -> None:

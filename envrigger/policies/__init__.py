@@ -84,7 +84,7 @@ def load_policy(path: str, env: gym.Env, seed: int = 0) -> Policy:
         return SB3Policy.load(str(path), env)
     from envrigger.policies.qlearning import QLearner
 
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no saved learner there; train one and save it first")
     return QLearner.load(str(path), env)
 

@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from envharness.files import write_text_atomically
+from envharness.reading import read_json
 from envrigger.data import observation_digest
 from envrigger.policies.learner import Transition
 
@@ -161,16 +162,17 @@ class QLearner:
 
     @classmethod
     def load(cls, path: str, env: Any) -> QLearner:
-        try:
-            with open(path) as handle:
-                data = json.load(handle)
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise ValueError(f"{path}: not a readable saved learner ({type(error).__name__}); train one and save it first") from None
-        if not isinstance(data, dict) or data.get("kind") != "qlearning" or data.get("n_actions") != int(env.action_space.n):
+        data = read_json(path, dict, fix="give a Q-table a run saved, or train one and save it first")
+        if data.get("kind") != "qlearning" or data.get("n_actions") != int(env.action_space.n):
             raise ValueError(f"{path}: not a Q-learning table for this env's {env.action_space}; train one for it")
-        learner = cls(env.action_space, env.observation_space, **data["params"])
-        learner.epsilon = data["epsilon"]
-        if "rng" in data:  # resume exploration exactly where it stopped
-            learner.rng.bit_generator.state = data["rng"]
-        learner.table = {k: np.asarray(v, dtype=np.float64) for k, v in data["table"].items()}
+        try:
+            learner = cls(env.action_space, env.observation_space, **data["params"])
+            learner.epsilon = float(data["epsilon"])
+            if "rng" in data:  # resume exploration exactly where it stopped
+                learner.rng.bit_generator.state = data["rng"]
+            learner.table = {str(k): np.asarray(v, dtype=np.float64) for k, v in data["table"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(
+                f"{path}: a damaged Q-learning table ({type(error).__name__}); restore it from a copy, or train again"
+            ) from None
         return learner

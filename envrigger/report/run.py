@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from jinja2 import Environment, select_autoescape
 
-from envrigger.loop.results import FinalResults, RoundSummary, read_rounds
+from envharness.reading import read_text
+from envrigger.loop.results import AcrossSeeds, FinalResults, RoundSummary, read_rounds
 from envrigger.report.plots import figure_png
 from envrigger.stats import normal_interval
 
@@ -96,16 +97,15 @@ def _figures(rounds: list[RoundSummary], arms: list[str]) -> dict[str, str]:
     return out
 
 
-def _settings(saved: dict[str, Any]) -> dict[str, Any]:
-    """The settings a run ran with: its loop.json, with what a file from before a default changed lacks filled in as it ran."""
-    from pydantic import ValidationError
+def _settings(path: Path) -> dict[str, Any]:
+    """The settings a run ran with: its loop.json, with what a file from before a default changed lacks filled in as it ran.
 
-    from envrigger.loop.config import LoopConfig
+    A file this version cannot read whole is a one-line error naming it and its first bad field.
+    """
+    from envrigger.data import TrajectoryError
+    from envrigger.loop.config import FIX_SAVED, LoopConfig
 
-    try:
-        return LoopConfig.saved(saved).model_dump(mode="json")
-    except ValidationError:  # a file this version cannot read whole: shown as written
-        return saved
+    return LoopConfig.saved(read_text(path, FIX_SAVED, TrajectoryError), where=str(path)).model_dump(mode="json")
 
 
 def run_facts(run: str | Path) -> dict[str, Any]:
@@ -113,16 +113,16 @@ def run_facts(run: str | Path) -> dict[str, Any]:
     from envrigger.loop.library import Library
 
     run = Path(run)
-    config = _settings(json.loads((run / "loop.json").read_text()))
+    config = _settings(run / "loop.json")
     rounds: list[dict[str, Any]] = []
     components: list[Any] = []
     if (run / "library.db").is_file():
-        library = Library(run / "library.db", create=False)
+        library = Library(run / "library.db", create=False, read_only=True)
         try:
             rounds, components = library.rounds(), library.components()
         finally:
             library.close()
-    final = FinalResults.load(run / "final.json").dump() if (run / "final.json").is_file() else None
+    final = FinalResults.load(run / "final.json").dump() if (run / "final.json").exists() else None
     arms = list(config.get("arms", []))
     differences: list[dict[str, Any]] = []
     if final is not None and config.get("heldout", True):
@@ -165,27 +165,34 @@ def render_run_report(run: str | Path) -> str:
 def render_seeds_report(out: str | Path) -> str:
     """The index of a multi-seed run: the across-seed table (``result.json``) and a link to each seed's page."""
     out = Path(out)
-    result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else None
+    result = AcrossSeeds.load(out / "result.json").dump() if (out / "result.json").exists() else None
     seeds = sorted((p for p in out.glob("seed-*") if (p / "loop.json").is_file()), key=lambda p: int(p.name.split("-")[1]))
     finished = {p.name: (p / "final.json").is_file() for p in seeds}
     return _environment().from_string(SEEDS_TEMPLATE).render(out=str(out), result=result, seeds=[p.name for p in seeds], finished=finished)
 
 
-def write_run_report(run: str | Path) -> Path:
-    """Write ``RUN/report.html`` (for a multi-seed directory: its index and every seed's page); the page written."""
+def write_run_report(run: str | Path, within: str | Path | None = None) -> Path:
+    """Write ``RUN/report.html`` (for a multi-seed directory: its index and every seed's page); the page written.
+
+    Never through a link or into a special file planted in the run (a seed folder, the page itself): refused in one line.
+    """
     from envharness.command_line import write_atomically
+    from envharness.files import check_inside
 
     run = Path(run)
-    if (run / "loop.json").is_file():
+    root = Path(within) if within is not None else run
+    if (run / "loop.json").exists():
         target = run / "report.html"
-        write_atomically(target, render_run_report(run))
+        write_atomically(target, render_run_report(run), within=root)
         return target
     if (run / "seeds.json").is_file():
+        index = render_seeds_report(run)  # its result.json read before any page is written
         for seed in run.glob("seed-*"):
             if (seed / "loop.json").is_file():
-                write_run_report(seed)
+                check_inside(seed, root, folder=True)  # a seed folder that is a planted link: refused before its page is drawn
+                write_run_report(seed, within=root)
         target = run / "report.html"
-        write_atomically(target, render_seeds_report(run))
+        write_atomically(target, index, within=root)
         return target
     from envrigger.data import TrajectoryError
 

@@ -1,7 +1,7 @@
 """One episode: play a policy on an env and turn what happened into records.
 
-Contains :func:`run_episode`, :func:`step_record`, :func:`episode_record` and the
-wall-time limit of a serial episode. Every backend runs episodes through here, so an
+Contains :func:`run_episode` (and :class:`Abandoned`, an episode given up on a stop),
+:func:`step_record`, :func:`episode_record` and the wall-time limit of a serial episode. Every backend runs episodes through here, so an
 episode's records do not depend on the backend.
 """
 
@@ -38,10 +38,18 @@ def _info_fields(info: dict[str, Any]) -> str:
     return dumps(kept) if kept else "{}"
 
 
+class Abandoned(Exception):
+    """An episode given up before its next action because the rollout is stopping: nothing of it is stored."""
+
+
 def run_episode(
-    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "", store_obs: str = "small"
-) -> tuple[EpisodeRecord, list[StepRecord]]:
+    env: Any, policy: Any, episode_id: int, seed: int | None, spec_hash: str = "", spec_json: str = "", store_obs: str = "small",
+    stop: threading.Event | None = None,
+) -> tuple[EpisodeRecord, list[StepRecord]]:  # fmt: skip
     """One episode; an exception in the env or the policy ends it with the error recorded.
+
+    Once ``stop`` is set, the episode raises :class:`Abandoned` before its next action
+    (so an LLM agent's next model call is never paid for).
 
     Example:
         >>> import envharness
@@ -57,6 +65,8 @@ def run_episode(
     if pop_calls is not None:
         observe = getattr(policy, "observe_reward", None)
         while not play.done:
+            if stop is not None and stop.is_set():
+                raise Abandoned(f"episode {episode_id}")
             try:
                 action = act(play.obs, play.info)
             except Exception as exc:  # the policy raised: record it, keep the run going
@@ -67,6 +77,8 @@ def run_episode(
                 observe(play.steps[-1].reward)
         return play.record()
     while not play.done:
+        if stop is not None and stop.is_set():
+            raise Abandoned(f"episode {episode_id}")
         try:
             action = act(play.obs, play.info)
         except Exception as exc:  # the policy raised: record it, keep the run going

@@ -55,39 +55,46 @@ def _default_crash_signals() -> None:
 
 
 # -- process backend ---------------------------------------------------------------------
+def _leave(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def _worker_main(conn: Any) -> None:
     """Worker loop: on ``("setup", ...)`` build the env and policy (closing the last ones), on ``("run", task)`` play an episode."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it commits what finished, then ends us
+    signal.signal(signal.SIGTERM, _leave)  # the parent abandoning our episode on a stop: the env is closed on the way out
     env = policy = None
     spec_hash = spec_json = ""
     store_obs = "small"
-    while True:
-        message = conn.recv()
-        if message is None:
-            break
-        kind, payload = message
-        if kind == "setup":
-            if env is not None:
-                env.close()
-                env = None
-            spec_json, factory_bytes, allow_imports, modules, store_obs = payload
-            try:
-                import_modules(list(modules))  # the parent's user modules: their transforms and policies
-                spec = HarnessSpec.from_json(spec_json)
-                env = spec.build(allow_imports=allow_imports)
-                policy = cloudpickle.loads(factory_bytes)(env)
-                spec_hash = spec.hash()
-            except Exception as exc:
-                conn.send(("setup_error", error_line(exc)))
-                return
-            conn.send(("ready", None))
-        else:
-            episode_id, seed = payload
-            _default_crash_signals()
-            record, steps = run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
-            conn.send(("done", (record, steps_table(steps))))  # columns pickle far faster than a list of records
-    if env is not None:
-        env.close()
+    try:
+        while True:
+            message = conn.recv()
+            if message is None:
+                break
+            kind, payload = message
+            if kind == "setup":
+                if env is not None:
+                    env.close()
+                    env = None
+                spec_json, factory_bytes, allow_imports, modules, store_obs = payload
+                try:
+                    import_modules(list(modules))  # the parent's user modules: their transforms and policies
+                    spec = HarnessSpec.from_json(spec_json)
+                    env = spec.build(allow_imports=allow_imports)
+                    policy = cloudpickle.loads(factory_bytes)(env)
+                    spec_hash = spec.hash()
+                except Exception as exc:
+                    conn.send(("setup_error", error_line(exc)))
+                    return
+                conn.send(("ready", None))
+            else:
+                episode_id, seed = payload
+                _default_crash_signals()
+                record, steps = run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+                conn.send(("done", (record, steps_table(steps))))  # columns pickle far faster than a list of records
+    finally:
+        if env is not None:
+            env.close()
 
 
 class _Pool:
@@ -271,4 +278,7 @@ def process_backend(
         if finished:
             pool.release()
         else:
+            for worker in pool.workers:
+                if worker["task"] is not None:
+                    worker["process"].terminate()  # its episode is abandoned (a stop, an error): no waiting for it to end
             close_pool()

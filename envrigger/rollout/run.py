@@ -15,10 +15,12 @@ import atexit
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from envharness.polite_stop import say_kept
 from envharness.spec import HarnessSpec
 from envrigger.data import (
     STORE_OBS,
@@ -27,13 +29,14 @@ from envrigger.data import (
 )
 from envrigger.errors import RolloutError
 from envrigger.rollout.batched import batched_backend
-from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, run_episode, serial_episode
+from envrigger.rollout.episode import DEFAULT_EPISODE_TIMEOUT, Abandoned, run_episode, serial_episode
 from envrigger.rollout.factories import check_policy, policy_factory
 from envrigger.rollout.process import close_pool, process_backend
 from envrigger.rollout.ray_backend import RAY_POOL, ray_backend
 from envrigger.rollout.writer import OrderedWriter
 
 BACKENDS = ("serial", "process", "ray")
+STOP_GRACE_S = 2.0  # seconds the episode threads get to end after a stop, before the process goes on without them
 
 
 @atexit.register
@@ -57,6 +60,7 @@ def rollout(
     policy_seed: int = 0,
     out: str | Path | None = None,
     flush_steps: int = 50_000,
+    flush_seconds: float | None = 10.0,
     progress: bool = False,
     allow_imports: Iterable[str] = (),
     episode_timeout: float | None = DEFAULT_EPISODE_TIMEOUT,
@@ -77,7 +81,9 @@ def rollout(
             (``workers`` actors, default one per CPU of the cluster; each keeps one env).
         policy_seed: seeds the policy's randomness together with each episode's seed.
         out: run directory to create or append to (default: a new temporary directory).
-        flush_steps: commit a part to the store every this many steps.
+        flush_steps: commit a part to the store once this many steps are ready.
+        flush_seconds: also commit once a finished episode has waited this many seconds (None: no
+            time bound), so it is on disk within seconds whatever the step count (an LLM agent's few, costly steps).
         progress: show a progress bar.
         allow_imports: modules a ``module:Env`` id in the spec may import (none by default).
         episode_timeout: wall-clock seconds an episode may take (None: no limit); one that
@@ -100,7 +106,11 @@ def rollout(
             the same for every value; the wall-time limit is the policy's own (per request).
 
     Ctrl-C commits every episode that finished, then raises ``KeyboardInterrupt``; ids of
-    episodes that never ran are left out. One collection at a time may write to ``out``.
+    episodes that never ran are left out, episodes in flight are abandoned (a thread's
+    before its next action, a worker process's at once). Under
+    :class:`~envharness.polite_stop.polite_stops` (every command line) SIGTERM and SIGHUP do
+    the same, and the stop says how many episodes were kept. One collection at a time may
+    write to ``out``.
 
     Example:
         >>> store = rollout("FrozenLake-v1", "random", episodes=5)
@@ -155,8 +165,9 @@ def rollout(
     first = store.next_episode_id()
     tasks: list[tuple[int, int | None]] = [(first + i, int(s)) for i, s in enumerate(seed_list)]
     bar, on_episode = _progress(len(tasks)) if progress else (None, None)
-    writer = OrderedWriter(store, first, flush_steps, on_episode)
-    interrupted, failed = False, True
+    writer = OrderedWriter(store, first, flush_steps, on_episode, flush_seconds)
+    stop: KeyboardInterrupt | None = None
+    failed = True
     try:
         if backend == "serial" and batch > 1:
             spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
@@ -180,19 +191,22 @@ def rollout(
         else:
             ray_backend(spec, factory, tasks, workers, writer, allowed, episode_timeout, ray_address, store_obs)
         failed = False
-    except KeyboardInterrupt:
-        interrupted = True
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM or SIGHUP under polite_stops
+        stop = interrupt
         raise
     finally:
         try:
             probe.close()
             if bar is not None:
                 bar.stop()
-            writer.flush(everything=interrupted)
+            writer.flush(everything=stop is not None)
         finally:
+            writer.close()
             lock.__exit__(None, None, None)
-            if fresh and failed and not interrupted and len(store) == 0:
+            if fresh and failed and stop is None and len(store) == 0:
                 shutil.rmtree(path, ignore_errors=True)  # a first collect that failed leaves no empty run behind
+        if stop is not None:
+            say_kept(stop, f"{writer.committed} finished episode{'s' if writer.committed != 1 else ''} kept in {path}")
     return store
 
 
@@ -217,39 +231,70 @@ def _threaded(
     spec: HarnessSpec, allowed: tuple[str, ...], probe: Any, instance: Any, factory: Any, tasks: list[tuple[int, int | None]],
     writer: Any, concurrency: int, store_obs: str,
 ) -> None:  # fmt: skip
-    """Episodes in ``concurrency`` threads, each with its own env and policy; the writer is fed from this thread, in order."""
+    """Episodes in ``concurrency`` threads, each with its own env and policy; the writer is fed from this thread, in order.
+
+    On a stop (or an error) every thread abandons its episode before its next action, so no
+    model call is paid for after it; the threads are daemons, given ``STOP_GRACE_S`` to end
+    (an episode whose last step ends meanwhile is kept), so one waiting on a slow model never
+    holds the process. The first thread plays on ``probe``, which the caller closes.
+    """
     import queue
     import threading
-    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     spec_json, spec_hash = spec.to_json(indent=None), spec.hash()
-    players: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
-    players.put((probe, instance))
-    made: list[Any] = []
-    lock = threading.Lock()
+    todo: queue.SimpleQueue[tuple[int, int | None]] = queue.SimpleQueue()
+    for task in tasks:
+        todo.put(task)
+    results: queue.SimpleQueue[tuple[bool, Any]] = queue.SimpleQueue()
+    stop = threading.Event()
 
-    def play(episode_id: int, seed: int | None) -> tuple[EpisodeRecord, list[Any]]:
+    def play(env: Any, policy: Any) -> None:
+        own = env is None
         try:
-            env, policy = players.get_nowait()
-        except queue.Empty:
-            env = spec.build(allow_imports=allowed)
-            with lock:
-                made.append(env)
-            policy = factory(env)
-        try:
-            return run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs)
+            if own:
+                env = spec.build(allow_imports=allowed)
+                policy = factory(env)
+            while not stop.is_set():
+                try:
+                    episode_id, seed = todo.get_nowait()
+                except queue.Empty:
+                    return
+                results.put((True, run_episode(env, policy, episode_id, seed, spec_hash, spec_json, store_obs, stop)))
+        except Abandoned:
+            return
+        except BaseException as error:  # noqa: BLE001 - raised in the caller's thread
+            results.put((False, error))
         finally:
-            players.put((env, policy))
+            if own and env is not None:
+                env.close()
 
-    pool = ThreadPoolExecutor(max_workers=min(concurrency, len(tasks)), thread_name_prefix="envrigger-episode")
+    threads = [
+        threading.Thread(target=play, args=(probe, instance) if i == 0 else (None, None), name=f"envrigger-episode-{i}", daemon=True)
+        for i in range(min(concurrency, len(tasks)))
+    ]
+    for thread in threads:
+        thread.start()
+    answered = 0
     try:
-        futures = [pool.submit(play, episode_id, seed) for episode_id, seed in tasks]
-        for future in as_completed(futures):
-            writer(*future.result())
+        while answered < len(tasks):
+            ok, payload = results.get()
+            answered += 1
+            if not ok:
+                raise payload
+            writer(*payload)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        for env in made:
-            env.close()
+        stop.set()
+        until = time.monotonic() + STOP_GRACE_S
+        for thread in threads:  # all done, they are closing their envs: wait; else give them the grace only
+            thread.join(timeout=None if answered == len(tasks) else max(0.0, until - time.monotonic()))
+        if answered < len(tasks):  # episodes that ended while the threads stopped: finished, so kept
+            while True:
+                try:
+                    ok, payload = results.get_nowait()
+                except queue.Empty:
+                    break
+                if ok:
+                    writer(*payload)
 
 
 def _progress(total: int) -> tuple[Any, Callable[..., Any]]:

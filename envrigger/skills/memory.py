@@ -12,9 +12,11 @@ import json
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from envharness.validated import ValidatedModel
 from envrigger.data.sqlite import schema_objects, statements
 from envrigger.errors import SkillLibraryError
 from envrigger.skills.retrieve import bm25_rank, tokens
@@ -31,7 +33,7 @@ CREATE TABLE skills (key TEXT NOT NULL, release TEXT NOT NULL, version INTEGER N
 _ALLOWED = schema_objects(statements(_SCHEMA))  # every schema object a skill library holds: anything else is not one
 
 
-class Skill(BaseModel):
+class Skill(ValidatedModel):
     """One lesson: what to do (``text``), in which kind of task (``when``), and where it came from.
 
     Example:
@@ -45,11 +47,13 @@ class Skill(BaseModel):
 
     text: str = Field(min_length=1, max_length=MAX_SKILL_CHARS, description="the lesson, one or two sentences")
     when: str = Field("", max_length=MAX_WHEN_CHARS, description="the kind of task or situation it applies to")
-    source: str = Field(description="'extractor' (deterministic) or 'model' (induced by an LLM)")
-    model: str | None = Field(None, description="the model that induced it")
-    release: str = Field("", description="the env release it was induced on (spec hash or library version)")
-    round: int = Field(0, ge=0, description="the loop round whose trajectories it came from")
-    episodes: list[int] = Field(default_factory=list, max_length=MAX_EPISODES_KEPT, description="episode ids it came from")
+    source: str = Field(max_length=32, description="'extractor' (deterministic) or 'model' (induced by an LLM)")
+    model: str | None = Field(None, max_length=256, description="the model that induced it")
+    release: str = Field("", max_length=128, description="the env release it was induced on (spec hash or library version)")
+    round: int = Field(0, ge=0, le=1_000_000, description="the loop round whose trajectories it came from")
+    episodes: list[Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]] = Field(
+        default_factory=list, max_length=MAX_EPISODES_KEPT, description="episode ids it came from"
+    )
 
     @property
     def key(self) -> str:

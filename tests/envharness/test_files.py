@@ -97,3 +97,39 @@ def test_a_missing_folder_is_an_error_and_creates_nothing(tmp_path):
     with pytest.raises(FileNotFoundError):
         write_text_atomically(tmp_path / "missing" / "spec.json", "{}")
     assert not (tmp_path / "missing").exists()
+
+
+# -- writing inside a directory someone else wrote --------------------------------------------------------------
+def test_a_link_or_fifo_at_the_target_or_a_linked_folder_on_the_way_is_refused_naming_it(tmp_path):
+    from envharness.errors import UnsafePathError
+    from envharness.files import check_inside, make_directories_inside, open_file_inside
+
+    run, theirs = tmp_path / "run", tmp_path / "theirs"
+    run.mkdir()
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    (run / "linked.json").symlink_to(theirs / "notes.txt")
+    (run / "parts").symlink_to(theirs)
+    os.mkfifo(run / "pipe.log")
+    refusals = {
+        "an atomic write over a link": (lambda: write_text_atomically(run / "linked.json", "x"), run / "linked.json"),
+        "an atomic write below a linked folder": (lambda: write_text_atomically(run / "parts" / "p.json", "x", within=run), run / "parts"),
+        "an append through a link": (lambda: open_file_inside(run / "linked.json", "a"), run / "linked.json"),
+        "an append into a FIFO (no reader: would block)": (lambda: open_file_inside(run / "pipe.log", "ab+"), run / "pipe.log"),
+        "a folder made below a linked one": (lambda: make_directories_inside(run / "parts" / "deeper", run), run / "parts"),
+    }
+    for name, (write, planted) in refusals.items():
+        with pytest.raises(UnsafePathError) as refused:
+            write()
+        assert str(refused.value).startswith(f"{planted}: is a ") and len(str(refused.value).splitlines()) == 1, name
+    assert (theirs / "notes.txt").read_text() == "mine" and sorted(p.name for p in theirs.iterdir()) == ["notes.txt"]
+    check_inside(run / "new" / "file.json", run)  # what is missing is fine: the writer makes it
+
+
+def test_an_output_path_the_user_names_is_followed_through_a_link(tmp_path):
+    from envharness.command_line import write_atomically
+
+    (tmp_path / "real.json").write_text("old")
+    (tmp_path / "named.json").symlink_to(tmp_path / "real.json")
+    write_atomically(tmp_path / "named.json", "new")
+    assert (tmp_path / "named.json").is_symlink() and (tmp_path / "real.json").read_text() == "new"

@@ -175,7 +175,7 @@ def test_run_json_that_is_not_an_object_is_a_clear_error(tmp_path, capsys, conte
 def test_a_damaged_manifest_is_a_clear_error(tmp_path):
     store = small_run(tmp_path, 2)
     (store.path / "manifest.json").write_text('{"parts": [{"name": 3}]')
-    with pytest.raises(TrajectoryError, match="manifest.json: damaged"):
+    with pytest.raises(TrajectoryError, match="manifest.json: not valid JSON"):
         TrajectoryStore(store.path)
 
 

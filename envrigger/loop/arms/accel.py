@@ -18,13 +18,16 @@ from typing import Any
 
 import numpy as np
 
-from envharness.errors import EnvHarnessError
+from envharness.errors import EnvHarnessError, SpecError
 from envharness.files import write_text_atomically
+from envharness.reading import read_json
 from envharness.spec import HarnessSpec
 from envharness.transforms.base import transform_from_spec
+from envrigger.errors import TrajectoryError
 from envrigger.loop.arms import register_arm
 from envrigger.loop.arms.base import ArmPlan, LoopArm, RoundState, RunState
 from envrigger.loop.arms.draws import random_specs
+from envrigger.loop.levels import FIX_SAVED
 from envrigger.loop.samplers import Uniform
 
 EDITS = 4  # edited envs trained on each round, beside the original
@@ -45,8 +48,11 @@ class ACCEL(LoopArm):
         self.replay.replay_reshaped = True
         saved = run.out / "accel-edits.json"
         self.edits: list[HarnessSpec] = []
-        if run.done and saved.is_file():
-            self.edits = [HarnessSpec.model_validate(s) for s in json.loads(saved.read_text())]
+        if run.done and saved.exists():
+            try:
+                self.edits = [HarnessSpec.coerce(edit) for edit in read_json(saved, list, fix=FIX_SAVED, error=TrajectoryError)]
+            except SpecError as error:
+                raise TrajectoryError(f"{saved}: {error}; {FIX_SAVED}") from None
 
     def plan(self, rnd: RoundState) -> ArmPlan:
         rng = np.random.default_rng([self.run.config.seed, rnd.number, 6])

@@ -23,14 +23,15 @@ from typing import Any, ClassVar
 import numpy as np
 
 from envharness.files import write_text_atomically
+from envharness.reading import read_json
 from envharness.spec import HarnessSpec
 from envrigger.diagnose.diversity import collapse
-from envrigger.errors import ArmError, EnvriggerError
+from envrigger.errors import ArmError, EnvriggerError, TrajectoryError
 from envrigger.loop.arms import ARM_MAPS, LOOP_FIELDS
 from envrigger.loop.config import LoopConfig
 from envrigger.loop.evaluate import evaluate
 from envrigger.loop.learners import load_learner, make_learner
-from envrigger.loop.levels import LevelSplit
+from envrigger.loop.levels import FIX_SAVED, LevelSplit
 from envrigger.loop.library import Component, Library
 from envrigger.loop.mixture import TrainingEpisodes
 from envrigger.loop.propose import transforms_label
@@ -175,8 +176,14 @@ class LoopArm:
         if self.replay_stream is not None:  # a replay buffer of levels kept across rounds (and resumes)
             replay = PLR(np.random.default_rng([config.seed, self.replay_stream]), score=config.plr_score)
             saved = run.out / f"{self.name}-replay.json"
-            if run.done and saved.is_file():
-                replay.restore(json.loads(saved.read_text()))
+            if run.done and saved.exists():
+                state = read_json(saved, dict, fix=FIX_SAVED, error=TrajectoryError)
+                try:
+                    replay.restore(state)
+                except (KeyError, TypeError, ValueError, AttributeError) as error:
+                    raise TrajectoryError(
+                        f"{saved}: not a replay buffer this version wrote ({type(error).__name__}); {FIX_SAVED}"
+                    ) from None
         self.run, self.learner, self.replay = run, learner, replay
         self.steps = run.config.budget_steps  # this round's training steps (round_steps), set as each round begins
 

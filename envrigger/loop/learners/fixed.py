@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.files import write_text_atomically
+from envharness.reading import read_json
 
 
 def agent_endpoint(agent: dict[str, Any]) -> Any:
@@ -75,7 +76,7 @@ class AgentLearner:
 
     @classmethod
     def load(cls, path: Path, env: gym.Env) -> AgentLearner:
-        return cls(env, agent=json.loads(Path(str(path) + ".agent.json").read_text()))
+        return cls(env, agent=read_json(Path(str(path) + ".agent.json"), dict, fix="restore it from a copy, or start a new run"))
 
 
 __all__ = ["AgentLearner", "agent_endpoint"]

@@ -8,13 +8,14 @@ from typing import Any
 import gymnasium as gym
 
 from envrigger.loop.learners.ppo import PPOLearner
-from envrigger.loop.learners.protocol import LEARNERS
+from envrigger.loop.learners.protocol import LEARNERS, check_params
 from envrigger.loop.learners.tabular import TabularLearner
 from envrigger.loop.learners.textq import TextQLearner
 
 
 def make_learner(kind: str, env: gym.Env, seed: int = 0, **params: Any) -> Any:
     """A fresh learner of ``kind`` (``qlearning``, ``ppo``, ``textq``, or ``none``: an agent not trained) for ``env``'s spaces."""
+    check_params(kind, params)
     if kind == "none":
         from envrigger.loop.learners.fixed import AgentLearner
 

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 
 from envharness.files import write_file_atomically, write_text_atomically
+from envharness.reading import read_json
 from envrigger.loop.learners.features import Features, Featurized
 
 
@@ -229,9 +230,14 @@ class PPOLearner:
         from stable_baselines3 import PPO
 
         target = Path(path).with_suffix(cls.suffix)
-        meta = json.loads(target.with_suffix(".meta.json").read_text())
+        where = target.with_suffix(".meta.json")
+        meta = read_json(where, dict, fix="restore it from a copy, or start a new run")
         learner = cls.__new__(cls)
-        learner.params, learner.seed = meta["params"], meta["seed"]
+        learner.params, learner.seed = meta.get("params"), meta.get("seed")
+        if not isinstance(learner.params, dict) or type(learner.seed) is not int or not isinstance(learner.params.get("n_envs"), int):
+            raise ValueError(
+                f"{where}: not a PPO learner's record (its params, seed or n_envs); restore it from a copy, or start a new run"
+            )
         learner.features = Features(env.observation_space)
         learner.discrete = isinstance(env.action_space, gym.spaces.Discrete)
         placeholder = learner._vec([lambda: _Spaces(env.observation_space, env.action_space)] * int(learner.params["n_envs"]))

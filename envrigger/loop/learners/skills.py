@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 from envharness.files import write_text_atomically
+from envrigger.agents.harness import MAX_LESSONS
 from envrigger.skills import Skill, Trace, extract_skills
 from envrigger.skills.induce import induce_skills
 from envrigger.structured import ANSWER_FORMATS, AnswerFormat
@@ -39,7 +40,7 @@ class SkillsLearner:
         seed: unused (the agent's sampling seed is its harness's).
         agent: ``{"base_url", "model", "harness", "api_key_env", "timeout_s"}``, as ``--learner none`` takes.
         induce: ``extractor`` (deterministic rules) or ``model`` (the agent's own model, in JSON).
-        max_skills: the memory's bound; the first lessons stay, later duplicates add their evidence.
+        max_skills: the memory's bound (1 to 200, what a harness may carry); the first lessons stay, later duplicates add their evidence.
         induce_format: with ``induce="model"``, how the answer is asked for (:mod:`envrigger.structured`):
             ``auto`` (its JSON Schema, in the form the server takes; echoed placeholders dropped) or
             ``text`` (the prompt only, every valid lesson kept: how a learner saved before 2026-12-06 resumes).
@@ -73,6 +74,8 @@ class SkillsLearner:
             raise ValueError(f"skills: induce: got {induce!r}; use one of {', '.join(INDUCERS)}")
         if induce_format not in ANSWER_FORMATS:
             raise ValueError(f"skills: induce_format: got {induce_format!r}; use one of {', '.join(ANSWER_FORMATS)}")
+        if type(max_skills) is not int or not 1 <= max_skills <= MAX_LESSONS:  # every lesson goes into the agent's harness
+            raise ValueError(f"skills: max_skills: got {max_skills!r}; give 1 to {MAX_LESSONS}, the lessons a harness may carry")
         text_view(env)  # an env the agent can read, or a one-line refusal
         self.agent, self.induce, self.max_skills, self.induce_format = dict(agent), induce, int(max_skills), induce_format
         self.skills: list[Skill] = []

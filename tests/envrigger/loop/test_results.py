@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from pydantic import ValidationError
 
+from envrigger.errors import TrajectoryError
 from envrigger.loop.library import Library
 from envrigger.loop.results import SCHEMA_VERSION, FinalResults, RoundSummary
 
@@ -49,7 +49,7 @@ def test_a_result_from_a_newer_envrigger_is_refused_in_one_line(tmp_path):
     path = next(KEPT.rglob("final.json"))
     newer = {**json.loads(path.read_text()), "schema_version": SCHEMA_VERSION + 1}
     (tmp_path / "final.json").write_text(json.dumps(newer))
-    with pytest.raises(ValidationError, match=f"schema_version {SCHEMA_VERSION + 1} is newer than this envrigger reads"):
+    with pytest.raises(TrajectoryError, match=f"final.json: .*schema_version {SCHEMA_VERSION + 1} is newer than this envrigger reads"):
         FinalResults.load(tmp_path / "final.json")
 
 
