@@ -140,6 +140,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
             self._at_wrap(t, "check", t.check, self.adapter, env.observation_space, env.action_space)
         # Typed by kind above: each list holds transforms of one kind (state, rule, observation).
         self._state: list[Any] = [t for t in built if t.kind == "state"]
+        self._level_seed: int | None = None  # the seed the base env was last reset with (StateTransform.level_seed)
         rules: list[tuple[Any, dict]] = [(t, {}) for t in built if t.kind == "rule"]
         for t, memo in rules:
             self._at_wrap(t, "bind", t.bind, memo, env.action_space)
@@ -204,7 +205,7 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         watches the env between its edits and after ``apply`` returns.
         """
         watch = self._adapter.checkpoint if self._audit and type(transform) not in CATALOG else None
-        handle = StateHandle(self._adapter, transform.name, watch)
+        handle = StateHandle(self._adapter, transform.name, watch, seed=self._level_seed)
         try:
             obs = transform.apply(handle, obs, rng)
             handle.settle()
@@ -255,7 +256,13 @@ class Harness(gym.Wrapper, gym.utils.RecordConstructorArgs):
         elif self._rng is None:
             self._rng = np.random.default_rng()
         rng: Any = self._rng  # None only when there are no transforms to draw from it
-        obs, info = self.env.reset(seed=seed, options=options)
+        self._level_seed = seed
+        for t in self._state:  # a start from recorded play is reset on its recording's level
+            mapped = t.level_seed(self._level_seed)
+            if mapped is not None and (type(mapped) is not int or mapped < 0):
+                raise TransformError(f"{t.name}.level_seed returned {mapped!r}; return a seed (an int >= 0) or None")
+            self._level_seed = mapped
+        obs, info = self.env.reset(seed=self._level_seed, options=options)
         adapter = self._adapter
         adapter.on_base_reset()
         adapter.begin_setup()

@@ -163,14 +163,20 @@ class StateHandle(AdapterView):
         envharness.errors.TransformError: MyTransform: its state handle was used after apply() returned; edit the env only inside apply()
     """
 
-    __slots__ = ("_mark", "_steps", "_transform", "_watch")
+    __slots__ = ("_mark", "_seed", "_steps", "_transform", "_watch")
 
-    def __init__(self, adapter: Any, transform: str, watch: Any = None) -> None:
+    def __init__(self, adapter: Any, transform: str, watch: Any = None, seed: int | None = None) -> None:
         super().__init__(adapter)
         self._transform = transform
         self._steps = 0
         self._watch = watch
         self._mark = watch() if watch is not None else None
+        self._seed = seed
+
+    @property
+    def seed(self) -> int | None:
+        """The seed the base env was reset with for this episode (after :meth:`StateTransform.level_seed`), or None."""
+        return self._seed
 
     # A copy would outlive revoke(): copies are the handle itself, and it does not pickle.
     def __copy__(self) -> StateHandle:

@@ -51,6 +51,7 @@ from envharness.transforms.rule import (
 from envharness.transforms.state import (
     AddLava,
     AddWalls,
+    DemoStart,
     FrozenLakeMap,
     InitialStateNoise,
     MoveAgent,
@@ -105,6 +106,7 @@ __all__ = [
     "Transform",
     "TruncateText",
     "WalkthroughStart",
+    "DemoStart",
     "get_transform",
     "register_transform",
     "transform_from_spec",

@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from envharness.errors import IncompatibleTransformError
 from envharness.transforms.base import StateTransform, register_transform
+from envharness.validated import ValidatedModel
 
 
 class _Distance(StateTransform):
@@ -274,8 +275,30 @@ class InitialStateNoise(StateTransform):
         return adapter.observe()
 
 
+class _Shares(StateTransform):
+    """Shared by the starts along a solution: a band ``[min_share, max_share]`` of it played at reset, moved by 0.1 when mutated."""
+
+    min_share: float
+    max_share: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Any:
+        if self.min_share > self.max_share:
+            raise ValueError(f"min_share ({self.min_share}) exceeds max_share ({self.max_share}); swap them")
+        return self
+
+    def mutate(self, rng: np.random.Generator) -> Any:
+        lo, hi = self.min_share, self.max_share
+        step = float(rng.choice((-0.1, 0.1)))
+        if rng.random() < 0.5:
+            lo = float(np.clip(round(lo + step, 2), 0.0, hi))
+        else:
+            hi = float(np.clip(round(hi + step, 2), lo, 0.95))
+        return type(self)(**{**self.model_dump(), "min_share": lo, "max_share": hi})
+
+
 @register_transform
-class WalkthroughStart(StateTransform):
+class WalkthroughStart(_Shares):
     """Start each episode part-way along the level's own solution: a reverse curriculum (Backplay, reverse curriculum generation).
 
     Text games play their walkthrough; MiniGrid levels play a shortest solution found by a
@@ -308,21 +331,6 @@ class WalkthroughStart(StateTransform):
     min_share: float = Field(0.0, ge=0.0, le=0.95, description="smallest share of the walkthrough played at reset")
     max_share: float = Field(0.5, ge=0.0, le=0.95, description="largest share of the walkthrough played at reset")
 
-    @model_validator(mode="after")
-    def _ordered(self) -> Any:
-        if self.min_share > self.max_share:
-            raise ValueError(f"min_share ({self.min_share}) exceeds max_share ({self.max_share}); swap them")
-        return self
-
-    def mutate(self, rng: np.random.Generator) -> Any:
-        lo, hi = self.min_share, self.max_share
-        step = float(rng.choice((-0.1, 0.1)))
-        if rng.random() < 0.5:
-            lo = float(np.clip(round(lo + step, 2), 0.0, hi))
-        else:
-            hi = float(np.clip(round(hi + step, 2), lo, 0.95))
-        return type(self)(min_share=lo, max_share=hi)
-
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         adapter.play_walkthrough(float(rng.uniform(self.min_share, self.max_share)))
         return adapter.observe()
@@ -349,6 +357,28 @@ def _action_size(action: Any, index: int) -> int:
     return total
 
 
+def _plain_actions(actions: Any) -> Any:
+    """Array actions (continuous envs) as plain lists, so the spec stays JSON."""
+    return [a.tolist() if isinstance(a, (np.ndarray, np.generic)) else a for a in actions] if isinstance(actions, list) else actions
+
+
+def _bounded_actions(actions: list[Any]) -> list[Any]:
+    for index, action in enumerate(actions):
+        _action_size(action, index)
+    return actions
+
+
+def _check_actions(actions: list[Any], action_space: Any, where: str, fix: str) -> None:
+    """Refuse, naming ``where[i]``, the first action outside ``action_space``."""
+    for i, action in enumerate(actions):
+        try:
+            inside = action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action)
+        except (TypeError, ValueError, OverflowError):
+            inside = False
+        if not inside:
+            raise IncompatibleTransformError(f"{where}[{i}]: {action!r} is not in the action space {action_space}; {fix}")
+
+
 @register_transform
 class ReplayPrefix(StateTransform):
     """Start each episode after replaying ``actions`` on the base env (the task's setup).
@@ -372,29 +402,11 @@ class ReplayPrefix(StateTransform):
         default_factory=list, max_length=1000, description=f"actions replayed at reset (each at most {MAX_ACTION_SIZE} characters or items)"
     )
 
-    @field_validator("actions", mode="before")
-    @classmethod
-    def _plain(cls, actions: Any) -> Any:
-        # Array actions (continuous envs) are kept as plain lists, so the spec stays JSON.
-        return [a.tolist() if isinstance(a, (np.ndarray, np.generic)) else a for a in actions] if isinstance(actions, list) else actions
-
-    @field_validator("actions")
-    @classmethod
-    def _bounded(cls, actions: list[Any]) -> list[Any]:
-        for index, action in enumerate(actions):
-            _action_size(action, index)
-        return actions
+    _plain = field_validator("actions", mode="before")(classmethod(lambda cls, actions: _plain_actions(actions)))
+    _bounded = field_validator("actions")(classmethod(lambda cls, actions: _bounded_actions(actions)))
 
     def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
-        for i, action in enumerate(self.actions):
-            try:
-                inside = action_space.contains(np.asarray(action, dtype=action_space.dtype) if action_space.shape else action)
-            except (TypeError, ValueError, OverflowError):
-                inside = False
-            if not inside:
-                raise IncompatibleTransformError(
-                    f"ReplayPrefix.actions[{i}]: {action!r} is not in the action space {action_space}; fix that action"
-                )
+        _check_actions(self.actions, action_space, "ReplayPrefix.actions", "fix that action")
 
     def mutate(self, rng: np.random.Generator) -> Any:
         if not self.actions:
@@ -404,6 +416,65 @@ class ReplayPrefix(StateTransform):
     def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
         space = adapter.action_space
         for action in self.actions:
+            obs = adapter.step(np.asarray(action, dtype=space.dtype) if space.shape else action)[0]
+        return obs
+
+
+class Demo(ValidatedModel):
+    """One recorded play of a level: the seed its env was reset with and the actions played from there."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seed: int = Field(ge=0, le=2**63 - 1, description="the seed the recording's level was reset with")
+    actions: list[Any] = Field(min_length=1, max_length=1000, description="the actions played, in order (a success's, best)")
+
+    _plain = field_validator("actions", mode="before")(classmethod(lambda cls, actions: _plain_actions(actions)))
+    _bounded = field_validator("actions")(classmethod(lambda cls, actions: _bounded_actions(actions)))
+
+
+@register_transform
+class DemoStart(_Shares):
+    """Start part-way along a recorded play of a level: a reverse curriculum from what a user has, no search, no oracle.
+
+    Each reset plays one of ``demos`` (the agent's own rare successes, or any recorded
+    trajectories) up to a share of its actions, drawn uniformly in ``[min_share,
+    max_share]`` and rounded down, always leaving at least the last action to the agent.
+    The harness's seed picks the recording (``seed`` modulo their number) and the base env
+    is reset with the recording's own seed (:meth:`level_seed`), so it works on every env
+    that resets deterministically by seed; the actions played are setup, as for
+    :class:`ReplayPrefix` (the agent's clock starts after them, ``info["setup_steps"]``
+    counts them). The env's own verifier still decides success.
+
+    Example:
+        >>> import envharness
+        >>> walk = DemoStart(demos=[{"seed": 0, "actions": [2, 2, 1, 1, 1, 2]}], min_share=0.5, max_share=0.5)
+        >>> env = envharness.wrap("FrozenLake-v1", walk, is_slippery=False)
+        >>> obs, info = env.reset(seed=7)  # any seed: the recording's level, three of its six actions played
+        >>> obs, info["setup_steps"]
+        (6, 3)
+    """
+
+    requires_state_access: ClassVar[bool] = False
+    targets: ClassVar[tuple[str, ...]] = ("timeout", "loop")
+    drawable: ClassVar[bool] = False  # its recordings come from play: domain randomization does not draw it
+
+    demos: list[Demo] = Field(min_length=1, max_length=200, description="the recordings to start along (seed and actions each)")
+    min_share: float = Field(0.0, ge=0.0, le=0.95, description="smallest share of a recording played at reset")
+    max_share: float = Field(0.5, ge=0.0, le=0.95, description="largest share of a recording played at reset")
+
+    def check(self, adapter: Any, observation_space: Any, action_space: Any) -> None:
+        for d, demo in enumerate(self.demos):
+            _check_actions(demo.actions, action_space, f"DemoStart.demos[{d}].actions", "fix that recording")
+
+    def level_seed(self, seed: int | None) -> int | None:
+        return self.demos[(seed or 0) % len(self.demos)].seed
+
+    def apply(self, adapter: Any, obs: Any, rng: np.random.Generator) -> Any:
+        demo = next((d for d in self.demos if d.seed == adapter.seed), self.demos[0])
+        share = float(rng.uniform(self.min_share, self.max_share))
+        played = min(int(share * len(demo.actions)), len(demo.actions) - 1)
+        space = adapter.action_space
+        for action in demo.actions[:played]:
             obs = adapter.step(np.asarray(action, dtype=space.dtype) if space.shape else action)[0]
         return obs
 

@@ -145,6 +145,14 @@ def rigger_round(
         if config.step_out and (wins_tries := (trained or {}).get(h)) is not None and mastered(*wins_tries, config.band)
     ]
     candidates = _candidates(diagnosis, config, number, admitted_before, solved, trained, spaces, rejected, log)
+    if config.demo_start:  # the agent's own successes, replayed as starts: first, in place of the last candidate
+        from envrigger.loop.demos import demo_candidate
+
+        starts = demo_candidate(store, config.spec, diagnosis, reserved)
+        known = {c.hash for c in candidates} | {h for h, _, _ in admitted_before}
+        if starts is not None and starts.hash not in known and _same_spaces(starts.spec, spaces):
+            candidates = [starts, *candidates][: config.candidates_per_round]
+            log(f"round {number}: a start along {len(starts.added[0].params['demos'])} of the agent's own successes is the first candidate")
     seconds["propose"], clock = time.perf_counter() - clock, time.perf_counter()
     log(f"round {number}: {len(diagnosis.findings)} findings, {len(candidates)} candidates to validate")
     validator = Validator(

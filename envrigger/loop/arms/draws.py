@@ -65,7 +65,11 @@ def random_specs(
     spaces = (probe.observation_space, probe.action_space)
     view = probe.adapter
     probe.close()
-    names = sorted(name for name, cls in TRANSFORMS.items() if cls.kind in kinds and cls.__module__.startswith("envharness."))
+    names = sorted(
+        name
+        for name, cls in TRANSFORMS.items()
+        if cls.kind in kinds and cls.__module__.startswith("envharness.") and getattr(cls, "drawable", True)
+    )
     if not names:
         return []
     out: list[HarnessSpec] = []
