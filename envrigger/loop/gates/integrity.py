@@ -51,6 +51,11 @@ class VerifierIntegrity(Gate):
         compared = mismatches = base_compared = base_mismatches = successes = 0
         dynamics_kept = preserves_dynamics(candidate.spec)
         for seed in seeds:
+            try:  # between levels too: a start along a solution searches at every reset, and its steps count
+                context.check_budget()
+            except BaseException:
+                env.close()
+                raise
             actions, verdicts = validator.play(env, solver, seed)
             successes += verdicts[-1][0]
             compared += 1

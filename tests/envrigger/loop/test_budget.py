@@ -95,6 +95,26 @@ def test_a_gates_own_search_is_stopped_between_levels_once_it_passes_the_budget(
     assert budget < result.env_steps < integrity + played + searched
 
 
+def test_the_integrity_gates_replays_are_stopped_between_levels_once_they_pass_the_budget(tmp_path):
+    """A start along a DoorKey solution searches at every reset; the integrity gate's play and replays of eight levels
+    went 1.9x past a candidate's share on the equal suite (23,478 steps against 12,500). It now stops between levels."""
+    doorkey = HarnessSpec(env_id="MiniGrid-DoorKey-6x6-v0")
+    walk = {"name": "WalkthroughStart", "params": {"min_share": 0.5, "max_share": 0.9}}
+    proposal = candidate(walk, finding="timeout", base=doorkey)
+    seeds = list(range(3_000_000, 3_000_008))
+    env = doorkey.build()
+
+    def validator(path, **config):
+        return Validator(RandomPolicy(env.action_space, seed=0), doorkey, path, ValidationConfig(backend="serial", **config))
+
+    probe = validator(tmp_path / "probe", reference_rollouts=8)
+    probe.check("verifier_integrity", proposal, seeds)
+    whole = probe.env_steps  # eight levels, each played, replayed and replayed on the base env
+    result = validator(tmp_path / "v", reference_rollouts=8, candidate_max_steps=whole // 4).validate(proposal, seeds)
+    assert result.error is not None and result.error.startswith("budget") and not result.passed
+    assert result.env_steps < whole // 2  # stopped a level or so past a quarter, not after all eight
+
+
 def test_a_run_saved_before_the_step_budget_resumes_with_the_clock_it_started_with():
     saved = LoopConfig.saved({"spec": {"env_id": "FrozenLake-v1"}})
     assert (saved.candidate_max_steps, saved.candidate_timeout_s) == (None, 300.0)
