@@ -150,14 +150,14 @@ def extract_skills(found: list[Trace], model: str | None = None, max_skills: int
 
     for trace in found:
         when = _gist(trace.task)
-        if trace.success and trace.commands:
-            order = " > ".join(_quote(c) for c in trace.commands[:8])
+        if trace.success and any(trace.commands):
+            order = " > ".join(_quote(c) for c in [c for c in trace.commands if c][:8])
             keep(f"A winning order of commands for a task like this one: {order}.", when, trace.episode_id)
         for command, reward in zip(trace.commands, trace.rewards, strict=False):
-            if reward > 0:
+            if reward > 0 and command:
                 keep(f"'{_quote(command)}' earned reward: when the task asks for it and it is listed, do it.", "", trace.episode_id)
         if not trace.success:
-            for command in dict.fromkeys(trace.commands):
+            for command in dict.fromkeys(c for c in trace.commands if c):  # an empty one: a wasted turn, nothing to name
                 unrewarded = sum(1 for c, r in zip(trace.commands, trace.rewards, strict=False) if c == command and r <= 0)
                 if unrewarded >= 3:
                     keep(

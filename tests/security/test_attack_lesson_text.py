@@ -71,6 +71,8 @@ def test_a_hostile_command_never_reaches_a_lesson_as_it_was_typed(command, tmp_p
     learner, saved = played(command, tmp_path)
     check_lessons([s.text for s in learner.skills] + [s.when for s in learner.skills])
     assert SECRET not in saved  # the key is never written to the run
+    # The model's text names no listed command: every turn is a wasted one, and no lesson names a slot number as a command.
+    assert not any(s.text.startswith("Repeating '") and s.text.split("'")[1].isdigit() for s in learner.skills), learner.skills
     for skill in learner.skills:  # a quoted command stays inside its quotes: the lesson's own words follow it
         if skill.text.startswith("Repeating '"):
             quoted = skill.text.removeprefix("Repeating '").rsplit("' gained nothing", 1)

@@ -124,7 +124,9 @@ class SkillsLearner:
                     obs, reward, terminated, truncated, info = env.step(action)
                     self._count(agent.pop_calls())
                     taken += 1
-                    commands.append(str(info.get("command", action)))
+                    # What the env played, by name; a wasted turn (an empty command slot) played nothing a lesson could name.
+                    named = info.get("command")
+                    commands.append(str(named) if named is not None else "" if "wasted" in info else str(action))
                     rewards.append(float(reward))
                     done = terminated or truncated
                     verdict = info.get("verdict")
