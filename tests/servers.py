@@ -6,6 +6,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from typing import Any
 
 
 def free_port() -> int:
@@ -14,9 +15,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(cmd: list[str], health: str, wait_s: float = 120.0) -> subprocess.Popen:
-    """Run ``cmd`` (stdout dropped, stderr kept for the failure message) until ``health`` answers; fail with its stderr if it dies."""
-    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+def start(cmd: list[str], health: str, wait_s: float = 120.0, preexec_fn: Any = None) -> subprocess.Popen:
+    """Run ``cmd`` (stdout dropped, stderr kept for the failure message) until ``health`` answers; fail with its stderr if it dies.
+
+    ``preexec_fn`` runs in the child before ``cmd`` (a test of stop signals resets what a runner under ``nohup`` ignores).
+    """
+    process = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=preexec_fn
+    )
     deadline = time.monotonic() + wait_s
     while True:
         try:

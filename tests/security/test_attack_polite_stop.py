@@ -215,7 +215,7 @@ def test_a_stop_of_envharness_serve_keeps_every_finished_session(tmp_path, numbe
     spec.write_text(LAKE.to_json())
     url = f"http://127.0.0.1:{port}"
     cmd = [str(BIN / "envharness"), "serve", str(spec), "--port", str(port), "--record", str(run)]
-    process = start(cmd, f"{url}/healthz")
+    process = start(cmd, f"{url}/healthz", preexec_fn=as_a_shell_starts_it)
     try:
         for seed in range(3):  # right, then down into the hole at (1, 1): finished in two steps
             session = call(f"{url}/v1/sessions", "POST", {"seed": seed})["session_id"]
@@ -246,7 +246,7 @@ def test_sighup_stops_the_proxy_after_answering_and_recording_the_call_in_flight
     proxy = f"http://127.0.0.1:{port}/sessions/s1/v1/chat/completions"
     with ChatServer(upstream) as server:
         process = start([str(BIN / "envrigger"), "proxy", "--upstream", server.url, "--run", str(run), "--port", str(port)],
-                        f"http://127.0.0.1:{port}/healthz")  # fmt: skip
+                        f"http://127.0.0.1:{port}/healthz", preexec_fn=as_a_shell_starts_it)  # fmt: skip
         try:
             for i in range(3):
                 assert call(proxy, "POST", {"model": "scripted", "messages": [{"role": "user", "content": f"hi {i}"}]})["choices"]
@@ -275,7 +275,7 @@ def test_a_stop_of_the_proxy_is_not_held_by_an_upstream_that_never_answers(tmp_p
     proxy = f"http://127.0.0.1:{port}/sessions/s1/v1/chat/completions"
     with ChatServer(lambda request: Reply(hang=True)) as server:  # hangs for 60 s; the proxy's own deadline is 600 s
         process = start([str(BIN / "envrigger"), "proxy", "--upstream", server.url, "--run", str(run), "--port", str(port)],
-                        f"http://127.0.0.1:{port}/healthz")  # fmt: skip
+                        f"http://127.0.0.1:{port}/healthz", preexec_fn=as_a_shell_starts_it)  # fmt: skip
         statuses: list[int] = []
 
         def caller() -> None:

@@ -241,10 +241,15 @@ def test_b1_a_budget_exactly_what_validation_takes_passes_one_less_is_refused_al
 
 
 def test_b1_a_huge_budget_is_no_budget_and_formats(tmp_path):
-    result = validator(LAKE, tmp_path / "v", candidate_max_steps=10**30, min_rollouts=30, max_rollouts=90).validate(
+    from envrigger.loop.config import MOST_STEPS
+
+    result = validator(LAKE, tmp_path / "v", candidate_max_steps=MOST_STEPS, min_rollouts=30, max_rollouts=90).validate(
         candidate(LAKE, NEAR), SEEDS
     )
     assert result.passed and result.error is None
+    # Past the bound every size and count has (security round four, class 3): refused, naming the setting.
+    with pytest.raises(ValueError, match="candidate_max_steps"):
+        validator(LAKE, tmp_path / "w", candidate_max_steps=10**30)
 
 
 # =====================================================================================================================
