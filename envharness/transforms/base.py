@@ -76,6 +76,7 @@ class Transform(ValidatedModel):
     kind: ClassVar[str] = ""
     targets: ClassVar[tuple[str, ...]] = ()
     requires_state_access: ClassVar[bool] = False
+    drawable: ClassVar[bool] = True  # domain randomization may draw it with random parameters (not: it needs recorded data)
     capability: ClassVar[str | None] = None
     families: ClassVar[tuple[str, ...] | Literal["any"]] = "any"
     works_on: ClassVar[str] = "any env"

@@ -106,7 +106,7 @@ def _check_result(where: Path, sent: LoopConfig | None) -> None:
         raise TrajectoryError(f"its files do not read back ({detail[:300]})") from None
     # The loop writes a learner's defaults into a new run's learner_params (LEARNER_WRITTEN): what was sent must be kept.
     differ = [] if sent is None else [k for k in LoopConfig.model_fields if k != "learner_params" and getattr(ran, k) != getattr(sent, k)]
-    if sent is not None and any(ran.learner_params.get(k, not v) != v for k, v in sent.learner_params.items()):
+    if sent is not None and any(k not in ran.learner_params or ran.learner_params[k] != v for k, v in sent.learner_params.items()):
         differ.append("learner_params")
     if differ:
         raise TrajectoryError(f"it was run with another config than the one sent ({', '.join(sorted(differ)[:5])} differ)")

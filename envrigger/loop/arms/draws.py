@@ -66,9 +66,7 @@ def random_specs(
     view = probe.adapter
     probe.close()
     names = sorted(
-        name
-        for name, cls in TRANSFORMS.items()
-        if cls.kind in kinds and cls.__module__.startswith("envharness.") and getattr(cls, "drawable", True)
+        name for name, cls in TRANSFORMS.items() if cls.kind in kinds and cls.__module__.startswith("envharness.") and cls.drawable
     )
     if not names:
         return []
